@@ -1,0 +1,3 @@
+module github.com/wallprof/wallprof
+
+go 1.26.8

@@ -1,0 +1,38 @@
+// Package symbolize turns addresses into function names, files and lines.
+//
+// Contract (the collector relies on it):
+//   - NewProcess(pid) is called while the process is alive. It reads
+//     /proc/PID/maps and opens every executable mapping's file right away
+//     (through /proc/PID/map_files, falling back to /proc/PID/root/PATH) so
+//     that symbolization still works after the process exits and for
+//     processes in containers.
+//   - Resolve looks up exactly the address it is given; callers pass
+//     "return address - 1" for every frame but the leaf.
+//   - Names are never truncated. An address that cannot be named resolves to
+//     one frame "module+0xoffset" (module = file base name, offset = file
+//     offset), or "[unknown]+0xADDR" when no mapping covers it. Never dropped.
+//   - Parsed files are cached by build ID (or device+inode) and shared across
+//     processes.
+package symbolize
+
+import "github.com/wallprof/wallprof/internal/profile"
+
+// Regs are the user-space registers of a thread at the moment its stack was
+// taken.
+type Regs struct {
+	IP, SP, BP uint64
+}
+
+// Resolver is what the collector needs from a process symbolizer.
+type Resolver interface {
+	// Resolve returns the mapping containing addr (nil if none) and the
+	// frames at addr, innermost first.
+	Resolve(addr uint64) (*profile.Mapping, []profile.Frame)
+	// FixLeaf repairs the innermost frames of a frame-pointer stack. chain
+	// is the frame-pointer walk (chain[0] == regs.IP); stack holds user stack
+	// memory starting at regs.SP. Frames that have not set up a frame
+	// pointer at their pc are unwound with .eh_frame (native code) or the
+	// .gopclntab SP-delta table (Go), and the caller frames the frame-pointer
+	// walk skipped are spliced in. The result is leaf first.
+	FixLeaf(regs Regs, stack []byte, chain []uint64) []uint64
+}
