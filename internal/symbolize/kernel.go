@@ -1,0 +1,117 @@
+package symbolize
+
+import (
+	"bufio"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/wallprof/wallprof/internal/profile"
+)
+
+// ErrKernelSymbolsHidden is returned by LoadKernel when /proc/kallsyms shows
+// only zero addresses.
+var ErrKernelSymbolsHidden = errors.New("kernel symbols are hidden: run as root or set kernel.kptr_restrict=0")
+
+// Kernel symbolizes kernel addresses from /proc/kallsyms.
+type Kernel struct {
+	syms    []ksym // sorted by address
+	mapping *profile.Mapping
+}
+
+type ksym struct {
+	addr uint64
+	name string // "name" or "name [module]"
+}
+
+// LoadKernel reads /proc/kallsyms and the kernel build ID.
+func LoadKernel() (*Kernel, error) {
+	f, err := os.Open("/proc/kallsyms")
+	if err != nil {
+		return nil, fmt.Errorf("open kernel symbols: %w", err)
+	}
+	defer f.Close()
+	k, err := parseKallsyms(f)
+	if err != nil {
+		return nil, err
+	}
+	if notes, err := os.ReadFile("/sys/kernel/notes"); err == nil {
+		forEachNote(notes, func(name string, typ uint32, desc []byte) {
+			if name == "GNU" && typ == 3 {
+				k.mapping.BuildID = hex.EncodeToString(desc)
+			}
+		})
+	}
+	return k, nil
+}
+
+// parseKallsyms reads kallsyms text: "ADDR TYPE NAME [MODULE]" per line.
+// Only text symbols are kept; __pfx_ padding symbols are skipped.
+func parseKallsyms(rd io.Reader) (*Kernel, error) {
+	k := &Kernel{mapping: &profile.Mapping{ID: 1, File: "[kernel.kallsyms]", Kernel: true}}
+	sc := bufio.NewScanner(rd)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	nonZero := false
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 3 {
+			continue
+		}
+		addr, err := strconv.ParseUint(f[0], 16, 64)
+		if err != nil {
+			continue
+		}
+		nonZero = nonZero || addr != 0
+		switch f[1] {
+		case "t", "T", "w", "W":
+		default:
+			continue
+		}
+		name := f[2]
+		if strings.HasPrefix(name, "__pfx_") {
+			continue
+		}
+		if len(f) > 3 {
+			name += " " + f[3]
+		} else {
+			if name == "_stext" || (k.mapping.Start == 0 && name == "_text") {
+				k.mapping.Start = addr
+			}
+			if name == "_etext" {
+				k.mapping.Limit = addr
+			}
+		}
+		k.syms = append(k.syms, ksym{addr: addr, name: name})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read kernel symbols: %w", err)
+	}
+	if !nonZero || len(k.syms) == 0 {
+		return nil, ErrKernelSymbolsHidden
+	}
+	sort.SliceStable(k.syms, func(i, j int) bool { return k.syms[i].addr < k.syms[j].addr })
+	if k.mapping.Limit == 0 {
+		k.mapping.Limit = k.syms[len(k.syms)-1].addr + 1
+	}
+	return k, nil
+}
+
+// KernelMapping returns the mapping kernel frames belong to (Kernel=true,
+// with the kernel's build ID when /sys/kernel/notes was readable).
+func (k *Kernel) KernelMapping() *profile.Mapping { return k.mapping }
+
+// Resolve names a kernel address. Module symbols carry "[module]". Names
+// keep compiler suffixes such as ".isra.0". An address below the first
+// symbol resolves to "[kernel]+0xADDR".
+func (k *Kernel) Resolve(addr uint64) profile.Frame {
+	i := sort.Search(len(k.syms), func(i int) bool { return k.syms[i].addr > addr }) - 1
+	if i < 0 {
+		return profile.Frame{Function: fmt.Sprintf("[kernel]+0x%x", addr)}
+	}
+	return profile.Frame{Function: k.syms[i].name}
+}

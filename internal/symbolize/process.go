@@ -1,0 +1,218 @@
+package symbolize
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/wallprof/wallprof/internal/profile"
+)
+
+// Process symbolizes the addresses of one process. It is safe for
+// concurrent use.
+type Process struct {
+	pid   int
+	cache *Cache
+
+	mu     sync.RWMutex
+	maps   []*region // sorted by start, non-overlapping
+	nextID uint64
+}
+
+var _ Resolver = (*Process)(nil)
+
+// region is one executable mapping of the process.
+type region struct {
+	m      *profile.Mapping
+	obj    *object // nil when the file could not be read, or for anonymous memory
+	pseudo string  // "[anon]", "[vdso]", "[vsyscall]"...: not a file
+}
+
+// NewProcess reads /proc/PID/maps with a cache of its own. Use
+// Cache.NewProcess to share parsed files between processes.
+func NewProcess(pid int) (*Process, error) {
+	return NewCache().NewProcess(pid)
+}
+
+// NewProcess reads /proc/PID/maps and opens every executable mapping's file
+// right away, so that symbolization keeps working after the process exits.
+// A file that cannot be opened is not an error: its addresses resolve to
+// "module+0xoffset".
+func (c *Cache) NewProcess(pid int) (*Process, error) {
+	p := &Process{pid: pid, cache: c}
+	if err := p.Refresh(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// PID returns the process ID.
+func (p *Process) PID() int { return p.pid }
+
+// Mappings returns the process's executable mappings, ordered by address.
+func (p *Process) Mappings() []*profile.Mapping {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	out := make([]*profile.Mapping, len(p.maps))
+	for i, r := range p.maps {
+		out[i] = r.m
+	}
+	return out
+}
+
+// Refresh re-reads /proc/PID/maps (after dlopen, for example). Mappings seen
+// before keep their Mapping, ID and open file.
+func (p *Process) Refresh() error {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", p.pid))
+	if err != nil {
+		return fmt.Errorf("read maps of process %d: %w", p.pid, err)
+	}
+	entries := parseMaps(data)
+	p.mu.RLock()
+	old := map[profile.Mapping]*region{}
+	for _, r := range p.maps {
+		old[mapKey(r.m)] = r
+	}
+	p.mu.RUnlock()
+
+	var regions []*region
+	for _, e := range entries {
+		if r, ok := old[mapKey(&e)]; ok {
+			regions = append(regions, r)
+			continue
+		}
+		regions = append(regions, p.open(e))
+	}
+	sort.Slice(regions, func(i, j int) bool { return regions[i].m.Start < regions[j].m.Start })
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range regions {
+		if r.m.ID == 0 {
+			p.nextID++
+			r.m.ID = p.nextID
+		}
+	}
+	p.maps = regions
+	return nil
+}
+
+func mapKey(m *profile.Mapping) profile.Mapping {
+	return profile.Mapping{Start: m.Start, Limit: m.Limit, Offset: m.Offset, File: m.File}
+}
+
+// parseMaps returns the executable mappings in /proc/PID/maps text.
+func parseMaps(data []byte) []profile.Mapping {
+	var out []profile.Mapping
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		// start-end perms offset dev inode   path (the path may contain spaces)
+		f := strings.SplitN(sc.Text(), " ", 6)
+		if len(f) < 5 || len(f[1]) < 3 || f[1][2] != 'x' {
+			continue
+		}
+		lo, hi, ok := strings.Cut(f[0], "-")
+		if !ok {
+			continue
+		}
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		limit, err2 := strconv.ParseUint(hi, 16, 64)
+		off, err3 := strconv.ParseUint(f[2], 16, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			continue
+		}
+		path := ""
+		if len(f) == 6 {
+			path = strings.TrimLeft(f[5], " ")
+		}
+		out = append(out, profile.Mapping{Start: start, Limit: limit, Offset: off, File: path})
+	}
+	return out
+}
+
+// open builds the region of a new mapping, opening its file.
+func (p *Process) open(m profile.Mapping) *region {
+	r := &region{m: &m}
+	switch {
+	case m.File == "[vdso]":
+		r.pseudo = m.File
+		if img, err := p.readMemory(m.Start, m.Limit-m.Start); err == nil {
+			r.obj, _ = p.cache.openMemory(m.File, img)
+		}
+	case strings.HasPrefix(m.File, "/"):
+		path := strings.TrimSuffix(m.File, " (deleted)")
+		r.obj, _ = p.cache.openFile(path,
+			fmt.Sprintf("/proc/%d/map_files/%x-%x", p.pid, m.Start, m.Limit),
+			fmt.Sprintf("/proc/%d/root%s", p.pid, path))
+	case strings.HasPrefix(m.File, "[") && !strings.HasPrefix(m.File, "[anon"):
+		r.pseudo = m.File
+	default:
+		r.pseudo = "[anon]" // JIT code and other anonymous executable memory
+	}
+	if r.obj != nil {
+		m.BuildID = r.obj.buildID
+	}
+	return r
+}
+
+func (p *Process) readMemory(addr, n uint64) ([]byte, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/mem", p.pid))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, int64(addr)); err != nil {
+		return nil, fmt.Errorf("read memory of process %d at %#x: %w", p.pid, addr, err)
+	}
+	return buf, nil
+}
+
+func (p *Process) region(addr uint64) *region {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	i := sort.Search(len(p.maps), func(i int) bool { return p.maps[i].m.Limit > addr })
+	if i < len(p.maps) && p.maps[i].m.Start <= addr {
+		return p.maps[i]
+	}
+	return nil
+}
+
+// locate returns the object and ELF virtual address of addr.
+func (p *Process) locate(addr uint64) (*region, uint64, bool) {
+	r := p.region(addr)
+	if r == nil || r.obj == nil {
+		return r, 0, false
+	}
+	va, ok := r.obj.vaddr(addr - r.m.Start + r.m.Offset)
+	return r, va, ok
+}
+
+// Resolve returns the mapping containing addr and the frames at addr,
+// innermost first. It never returns an empty slice.
+func (p *Process) Resolve(addr uint64) (*profile.Mapping, []profile.Frame) {
+	r, va, ok := p.locate(addr)
+	if r == nil {
+		return nil, []profile.Frame{{Function: fmt.Sprintf("[unknown]+0x%x", addr)}}
+	}
+	if ok {
+		if fr := r.obj.frames(va); len(fr) > 0 {
+			return r.m, fr
+		}
+	}
+	switch {
+	case r.pseudo == "[anon]":
+		// Anonymous memory has no file offsets: name the absolute address.
+		return r.m, []profile.Frame{{Function: fmt.Sprintf("[anon]+0x%x", addr)}}
+	case r.pseudo != "":
+		return r.m, []profile.Frame{{Function: fmt.Sprintf("%s+0x%x", r.pseudo, addr-r.m.Start+r.m.Offset)}}
+	}
+	return r.m, []profile.Frame{{Function: fmt.Sprintf("%s+0x%x", filepath.Base(r.m.File), addr-r.m.Start+r.m.Offset)}}
+}
