@@ -1,0 +1,3 @@
+module gogt
+
+go 1.22
