@@ -9,3 +9,5 @@ require (
 	github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 )
+
+tool github.com/cilium/ebpf/cmd/bpf2go

@@ -1,0 +1,50 @@
+/* Minimal kernel type definitions for CO-RE. Only the fields wallprof reads
+ * are declared; preserve_access_index makes libbpf/cilium relocate their
+ * offsets against the running kernel's BTF, so no vmlinux.h is needed. */
+#ifndef WALLPROF_TYPES_H
+#define WALLPROF_TYPES_H
+
+#include <linux/types.h>
+#include <linux/bpf.h>
+
+typedef __u8 u8;
+typedef __u16 u16;
+typedef __u32 u32;
+typedef __u64 u64;
+typedef __s32 s32;
+typedef __s64 s64;
+typedef _Bool bool;
+#define true 1
+#define false 0
+
+#pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
+
+struct task_struct {
+	int pid;
+	int tgid;
+	char comm[16];
+};
+
+/* x86_64 kernel pt_regs, field names as in arch/x86/include/asm/ptrace.h */
+struct pt_regs {
+	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
+	unsigned long ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
+};
+
+struct bpf_iter_meta {
+	void *seq;
+	__u64 session_id;
+	__u64 seq_num;
+};
+
+struct bpf_iter__task {
+	struct bpf_iter_meta *meta;
+	struct task_struct *task;
+};
+
+#pragma clang attribute pop
+
+/* bpf_tracing.h picks kernel register names when this is defined. */
+#define __VMLINUX_H__ 1
+
+#endif

@@ -1,0 +1,514 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * wallprof's in-kernel collector.
+ *
+ * Time accounting (exact, per thread, from scheduler timestamps):
+ *   tp_btf/sched_switch   closes the interval that just ended for prev (on-CPU)
+ *                         and for next (off-CPU: blocked kind, then runnable
+ *                         from its wake-up), and opens the next one.
+ *   tp_btf/sched_wakeup   marks when a blocked thread became runnable.
+ *   tp_btf/sched_wakeup_new, sched_process_fork: new threads / processes.
+ *
+ * Stack sampling (bounded by the sampling rate, not by the switch rate):
+ *   perf_event            on-CPU samples from a per-CPU cpu-clock timer.
+ *   kprobe finish_task_switch
+ *                         runs in the context of the thread coming back on a
+ *                         CPU; its stack is still the one it blocked in. Each
+ *                         thread accumulates off-CPU time per state and a stack
+ *                         is taken once per sampling period of accumulated
+ *                         time, weighted by whole periods (an unbiased
+ *                         wall-clock sample).
+ *   iter.s/task           at the end of a recording, stacks of threads that
+ *                         are still off CPU (their open interval has no
+ *                         switch-in yet).
+ *
+ * Per switch the cost is a few hash-map operations; stacks are walked only
+ * when a sample is due.
+ */
+#include "types.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#define NSTATES 5
+#define ST_ONCPU 0
+#define ST_RUNNABLE 1
+#define ST_SLEEPING 2
+#define ST_DISK 3
+#define ST_OTHER 4
+
+#define MAX_STACK 127
+#define SNAP_BYTES 512
+
+#define TASK_INTERRUPTIBLE 0x1
+#define TASK_UNINTERRUPTIBLE 0x2
+#define TASK_DEAD 0x80
+#define TASK_NOLOAD 0x400
+
+enum { EV_SAMPLE = 1, EV_EXIT = 2 };
+enum { SAMPLE_FINAL = 1 };
+
+enum {
+	LOST_RINGBUF = 0,
+	LOST_KSTACK,
+	LOST_USTACK,
+	LOST_SNAPSHOT,
+	LOST_THREADS,
+	LOST_PENDING,
+	LOST_EXIT,
+	NLOST,
+};
+
+struct tstate {
+	u64 in_ts;    /* last switch-in (valid when on_cpu) */
+	u64 out_ts;   /* last switch-out (valid when !on_cpu) */
+	u64 wake_ts;  /* wake-up after the last switch-out, 0 if none yet */
+	u64 first_ts; /* start of this thread's accounting */
+	u64 time[NSTATES];
+	u64 acc[NSTATES]; /* off-CPU time not yet represented by a stack sample */
+	u32 pid;
+	u8 on_cpu;
+	u8 out_state;
+	u8 exited;
+	u8 pad;
+};
+
+struct sample_event {
+	u32 type;
+	u32 pid;
+	u32 tid;
+	u32 flags;
+	u64 ts;
+	u64 weight[NSTATES];
+	char comm[16];
+	u64 ip, sp, bp;
+	s32 klen; /* bytes of kstack, or negative errno */
+	s32 ulen; /* bytes of ustack, or negative errno */
+	u32 snap_len;
+	u32 pad;
+	u64 kstack[MAX_STACK];
+	u64 ustack[MAX_STACK];
+	u8 snap[SNAP_BYTES];
+};
+
+struct exit_event {
+	u32 type;
+	u32 pid;
+	u32 tid;
+	u32 pad;
+	u64 ts;
+	struct tstate st;
+	char comm[16];
+};
+
+struct pending {
+	u32 tid;
+	u32 pad;
+	u64 weight[NSTATES];
+};
+
+/* Set by user space before loading. */
+const volatile u64 start_ns = 0;
+const volatile u64 period_ns = 10101010;
+const volatile u8 follow_forks = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, u32);
+	__type(value, u8);
+} targets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 32768);
+	__type(key, u32);
+	__type(value, struct tstate);
+} threads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct pending);
+} pendings SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NLOST);
+	__type(key, u32);
+	__type(value, u64);
+} lost SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20);
+} events SEC(".maps");
+
+/* Force an exception-free type export for bpf2go. */
+const struct sample_event *unused_sample __attribute__((unused));
+const struct exit_event *unused_exit __attribute__((unused));
+
+static __always_inline void count_lost(u32 cause)
+{
+	u64 *v = bpf_map_lookup_elem(&lost, &cause);
+	if (v)
+		*v += 1;
+}
+
+enum { NEW_RUNNING, NEW_OFF, NEW_WOKEN, NEW_THREAD };
+
+/* lookup_thread returns the state of tid, creating it when tid belongs to a
+ * target process. A thread first seen mid-flight is accounted from start_ns,
+ * the beginning of the recording. */
+static __always_inline struct tstate *lookup_thread(u32 tid, u32 tgid, u64 now, int mode)
+{
+	struct tstate *st = bpf_map_lookup_elem(&threads, &tid);
+	if (st || tid == 0)
+		return st;
+	if (!bpf_map_lookup_elem(&targets, &tgid))
+		return NULL;
+	struct tstate init = {};
+	init.pid = tgid;
+	init.first_ts = start_ns;
+	switch (mode) {
+	case NEW_RUNNING:
+		init.on_cpu = 1;
+		init.in_ts = start_ns;
+		break;
+	case NEW_WOKEN:
+		init.out_ts = start_ns;
+		init.out_state = ST_SLEEPING;
+		break;
+	case NEW_THREAD:
+		init.first_ts = now;
+		init.out_ts = now;
+		init.out_state = ST_RUNNABLE;
+		break;
+	default:
+		init.out_ts = start_ns;
+		init.out_state = ST_RUNNABLE;
+	}
+	long err = bpf_map_update_elem(&threads, &tid, &init, BPF_NOEXIST);
+	if (err && err != -17 /* EEXIST */) {
+		count_lost(LOST_THREADS);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&threads, &tid);
+}
+
+static __always_inline u8 classify(bool preempt, unsigned int prev_state)
+{
+	if (preempt || prev_state == 0)
+		return ST_RUNNABLE;
+	if ((prev_state & TASK_UNINTERRUPTIBLE) && !(prev_state & TASK_NOLOAD))
+		return ST_DISK;
+	if (prev_state & (TASK_INTERRUPTIBLE | TASK_UNINTERRUPTIBLE))
+		return ST_SLEEPING;
+	return ST_OTHER;
+}
+
+static __always_inline void emit_exit(struct tstate *st, u32 tid, u64 now)
+{
+	struct exit_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(LOST_EXIT);
+		st->exited = 1;
+		return;
+	}
+	e->type = EV_EXIT;
+	e->pid = st->pid;
+	e->tid = tid;
+	e->pad = 0;
+	e->ts = now;
+	__builtin_memcpy(&e->st, st, sizeof(*st));
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	bpf_ringbuf_submit(e, 0);
+	bpf_map_delete_elem(&threads, &tid);
+}
+
+static __always_inline void switch_out(struct tstate *st, u32 tid, u64 now, bool preempt,
+				       unsigned int prev_state)
+{
+	u64 since = st->in_ts;
+	if (!st->on_cpu) /* should not happen: we missed a switch-in */
+		since = st->wake_ts > st->out_ts ? st->wake_ts : st->out_ts;
+	if (now > since)
+		st->time[ST_ONCPU] += now - since;
+	st->on_cpu = 0;
+	st->out_ts = now;
+	st->wake_ts = 0;
+	st->out_state = classify(preempt, prev_state);
+	if (prev_state & TASK_DEAD)
+		emit_exit(st, tid, now);
+}
+
+static __always_inline void add_time(struct tstate *st, struct pending *p, int i, u64 d, bool *due)
+{
+	if (!d)
+		return;
+	st->time[i] += d;
+	st->acc[i] += d;
+	if (st->acc[i] >= period_ns) {
+		u64 w = (st->acc[i] / period_ns) * period_ns;
+		st->acc[i] -= w;
+		p->weight[i] = w;
+		*due = true;
+	}
+}
+
+static __always_inline void switch_in(struct tstate *st, u32 tid, u64 now)
+{
+	u64 d[NSTATES] = {};
+	if (st->on_cpu) {
+		if (now > st->in_ts)
+			d[ST_RUNNABLE] = now - st->in_ts;
+	} else if (now > st->out_ts) {
+		u8 k = st->out_state;
+		if (k >= NSTATES)
+			k = ST_OTHER;
+		if (k == ST_RUNNABLE || k == ST_ONCPU || st->wake_ts == 0) {
+			d[k] = now - st->out_ts;
+		} else {
+			u64 w = st->wake_ts;
+			if (w < st->out_ts)
+				w = st->out_ts;
+			if (w > now)
+				w = now;
+			d[k] = w - st->out_ts;
+			d[ST_RUNNABLE] = now - w;
+		}
+	}
+	st->on_cpu = 1;
+	st->in_ts = now;
+	st->wake_ts = 0;
+
+	u32 zero = 0;
+	struct pending *p = bpf_map_lookup_elem(&pendings, &zero);
+	if (!p)
+		return;
+	struct pending fresh = {};
+	bool due = false;
+	add_time(st, &fresh, ST_RUNNABLE, d[ST_RUNNABLE], &due);
+	add_time(st, &fresh, ST_SLEEPING, d[ST_SLEEPING], &due);
+	add_time(st, &fresh, ST_DISK, d[ST_DISK], &due);
+	add_time(st, &fresh, ST_OTHER, d[ST_OTHER], &due);
+	if (!due)
+		return;
+	if (p->tid)
+		count_lost(LOST_PENDING);
+	fresh.tid = tid;
+	__builtin_memcpy(p, &fresh, sizeof(fresh));
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	u64 now = bpf_ktime_get_ns();
+	u32 tid = prev->pid;
+	struct tstate *st = lookup_thread(tid, prev->tgid, now, NEW_RUNNING);
+	if (st)
+		switch_out(st, tid, now, preempt, prev_state);
+	tid = next->pid;
+	st = lookup_thread(tid, next->tgid, now, NEW_OFF);
+	if (st)
+		switch_in(st, tid, now);
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(on_wakeup, struct task_struct *p)
+{
+	u64 now = bpf_ktime_get_ns();
+	struct tstate *st = lookup_thread(p->pid, p->tgid, now, NEW_WOKEN);
+	if (st && !st->on_cpu && st->wake_ts == 0)
+		st->wake_ts = now;
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(on_wakeup_new, struct task_struct *p)
+{
+	u64 now = bpf_ktime_get_ns();
+	lookup_thread(p->pid, p->tgid, now, NEW_THREAD);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+{
+	if (!follow_forks)
+		return 0;
+	u32 ptgid = parent->tgid;
+	if (!bpf_map_lookup_elem(&targets, &ptgid))
+		return 0;
+	u32 ctgid = child->tgid;
+	if ((u32)child->pid != ctgid)
+		return 0; /* a new thread, not a new process */
+	u8 one = 1;
+	bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
+	return 0;
+}
+
+/* read_user_regs fills ip/sp/bp from the thread's saved user registers. */
+static __always_inline void read_user_regs(struct task_struct *task, struct sample_event *e)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	e->ip = BPF_CORE_READ(regs, ip);
+	e->sp = BPF_CORE_READ(regs, sp);
+	e->bp = BPF_CORE_READ(regs, bp);
+}
+
+static __always_inline void snapshot_current(struct sample_event *e)
+{
+	e->snap_len = 0;
+	if (!e->sp)
+		return;
+	if (bpf_probe_read_user(e->snap, SNAP_BYTES, (void *)e->sp) == 0) {
+		e->snap_len = SNAP_BYTES;
+		return;
+	}
+	/* The stack may end before SNAP_BYTES: read up to the page end. */
+	u32 n = 4096 - (e->sp & 4095);
+	if (n > SNAP_BYTES)
+		n = SNAP_BYTES;
+	if (bpf_probe_read_user(e->snap, n, (void *)e->sp) == 0)
+		e->snap_len = n;
+	else
+		count_lost(LOST_SNAPSHOT);
+}
+
+static __always_inline int emit_current(void *ctx, u64 *weight, u32 flags)
+{
+	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(LOST_RINGBUF);
+		return 0;
+	}
+	u64 id = bpf_get_current_pid_tgid();
+	e->type = EV_SAMPLE;
+	e->pid = id >> 32;
+	e->tid = (u32)id;
+	e->flags = flags;
+	e->pad = 0;
+	e->ts = bpf_ktime_get_ns();
+#pragma unroll
+	for (int i = 0; i < NSTATES; i++)
+		e->weight[i] = weight[i];
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	read_user_regs(bpf_get_current_task_btf(), e);
+	e->klen = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
+	if (e->klen < 0)
+		count_lost(LOST_KSTACK);
+	e->ulen = bpf_get_stack(ctx, e->ustack, sizeof(e->ustack), BPF_F_USER_STACK);
+	if (e->ulen < 0)
+		count_lost(LOST_USTACK);
+	snapshot_current(e);
+	/* Wake the reader only when the ring is filling up; it also polls. */
+	u64 flags_wake = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > (2 << 20) ? BPF_RB_FORCE_WAKEUP
+										    : BPF_RB_NO_WAKEUP;
+	bpf_ringbuf_submit(e, flags_wake);
+	return 0;
+}
+
+SEC("perf_event")
+int on_cpu_sample(void *ctx)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	u32 tgid = id >> 32;
+	if ((u32)id == 0 || !bpf_map_lookup_elem(&targets, &tgid))
+		return 0;
+	u64 w[NSTATES] = {};
+	w[ST_ONCPU] = period_ns;
+	return emit_current(ctx, w, 0);
+}
+
+SEC("kprobe/finish_task_switch")
+int on_switch_in(struct pt_regs *ctx)
+{
+	u32 zero = 0;
+	struct pending *p = bpf_map_lookup_elem(&pendings, &zero);
+	if (!p || !p->tid)
+		return 0;
+	u32 tid = (u32)bpf_get_current_pid_tgid();
+	if (p->tid != tid)
+		return 0;
+	u64 w[NSTATES];
+#pragma unroll
+	for (int i = 0; i < NSTATES; i++)
+		w[i] = p->weight[i];
+	p->tid = 0;
+	return emit_current(ctx, w, 0);
+}
+
+/* End of recording: the stacks of target threads that are off CPU. The
+ * weights are filled in by user space from the thread table. */
+SEC("iter.s/task")
+int dump_offcpu(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	if (!task)
+		return 0;
+	u32 tid = task->pid;
+	struct tstate *st = bpf_map_lookup_elem(&threads, &tid);
+	if (!st || st->on_cpu || st->exited)
+		return 0;
+	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(LOST_RINGBUF);
+		return 0;
+	}
+	e->type = EV_SAMPLE;
+	e->pid = task->tgid;
+	e->tid = tid;
+	e->flags = SAMPLE_FINAL;
+	e->pad = 0;
+	e->ts = bpf_ktime_get_ns();
+#pragma unroll
+	for (int i = 0; i < NSTATES; i++)
+		e->weight[i] = 0;
+	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->comm);
+	read_user_regs(task, e);
+	e->klen = bpf_get_task_stack(task, e->kstack, sizeof(e->kstack), 0);
+	if (e->klen < 0)
+		count_lost(LOST_KSTACK);
+
+	/* User stack: frame-pointer walk through the task's memory. */
+	u64 bp = e->bp;
+	int n = 0;
+	e->ustack[0] = e->ip;
+	n = 1;
+	for (int i = 1; i < MAX_STACK; i++) {
+		u64 frame[2];
+		if (!bp || (bp & 7))
+			break;
+		if (bpf_copy_from_user_task(frame, sizeof(frame), (void *)bp, task, 0))
+			break;
+		if (!frame[1])
+			break;
+		e->ustack[i] = frame[1];
+		n = i + 1;
+		if (frame[0] <= bp)
+			break;
+		bp = frame[0];
+	}
+	e->ulen = n * 8;
+
+	e->snap_len = 0;
+	if (e->sp && bpf_copy_from_user_task(e->snap, SNAP_BYTES, (void *)e->sp, task, 0) == 0) {
+		e->snap_len = SNAP_BYTES;
+	} else if (e->sp) {
+		u32 m = 4096 - (e->sp & 4095);
+		if (m > SNAP_BYTES)
+			m = SNAP_BYTES;
+		if (bpf_copy_from_user_task(e->snap, m, (void *)e->sp, task, 0) == 0)
+			e->snap_len = m;
+		else
+			count_lost(LOST_SNAPSHOT);
+	}
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,274 @@
+package collect
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/wallprof/wallprof/internal/profile"
+	"github.com/wallprof/wallprof/internal/symbolize"
+)
+
+// ProcessResolver symbolizes one process and repairs its leaf frames.
+type ProcessResolver interface {
+	symbolize.Resolver
+	// Refresh re-reads the process's mappings (after dlopen or exec).
+	Refresh() error
+}
+
+// KernelResolver symbolizes kernel addresses.
+type KernelResolver interface {
+	Resolve(addr uint64) profile.Frame
+	KernelMapping() *profile.Mapping
+}
+
+// Aggregator sums samples by thread, state and stack as they arrive, so memory
+// grows with the number of distinct stacks, not with the recording's length.
+// User stacks are repaired (FixLeaf) on arrival, while the process and its
+// stack snapshot are at hand.
+type Aggregator struct {
+	newResolver func(pid int) (ProcessResolver, error)
+	resolvers   map[uint32]ProcessResolver
+	entries     map[string]*aggEntry
+	order       []*aggEntry
+	comm        map[uint32]string
+	perThread   map[uint32]int
+	key         []byte
+}
+
+type aggEntry struct {
+	pid, tid     uint32
+	comm         string
+	state        profile.State
+	kernel, user []uint64
+	value        int64
+}
+
+// NewAggregator returns an aggregator that creates a resolver for each
+// process the first time it sees one of its samples. newResolver may be nil
+// (no symbolization, no leaf repair).
+func NewAggregator(newResolver func(pid int) (ProcessResolver, error)) *Aggregator {
+	return &Aggregator{
+		newResolver: newResolver,
+		resolvers:   map[uint32]ProcessResolver{},
+		entries:     map[string]*aggEntry{},
+		comm:        map[uint32]string{},
+		perThread:   map[uint32]int{},
+	}
+}
+
+// Resolver returns the resolver of pid, creating it if needed (nil if the
+// process cannot be read).
+func (a *Aggregator) Resolver(pid uint32) ProcessResolver {
+	if r, ok := a.resolvers[pid]; ok {
+		return r
+	}
+	var r ProcessResolver
+	if a.newResolver != nil {
+		if pr, err := a.newResolver(int(pid)); err == nil {
+			r = pr
+		}
+	}
+	a.resolvers[pid] = r
+	return r
+}
+
+// Add adds one sample.
+func (a *Aggregator) Add(s *RawSample) {
+	user := s.User
+	if r := a.Resolver(s.PID); r != nil && len(user) > 0 {
+		user = r.FixLeaf(s.Regs, s.Snap, user)
+	}
+	a.comm[s.TID] = s.Comm
+	a.perThread[s.TID]++
+	for st, w := range s.Weight {
+		if w == 0 {
+			continue
+		}
+		a.add(s, profile.State(st), s.Kernel, user, int64(w))
+	}
+}
+
+func (a *Aggregator) add(s *RawSample, st profile.State, kernel, user []uint64, w int64) {
+	k := a.key[:0]
+	k = binary.LittleEndian.AppendUint32(k, s.PID)
+	k = binary.LittleEndian.AppendUint32(k, s.TID)
+	k = append(k, byte(st), byte(len(kernel)))
+	k = append(k, s.Comm...)
+	k = append(k, 0)
+	for _, addr := range kernel {
+		k = binary.LittleEndian.AppendUint64(k, addr)
+	}
+	for _, addr := range user {
+		k = binary.LittleEndian.AppendUint64(k, addr)
+	}
+	a.key = k
+	if e, ok := a.entries[string(k)]; ok {
+		e.value += w
+		return
+	}
+	e := &aggEntry{pid: s.PID, tid: s.TID, comm: s.Comm, state: st,
+		kernel: append([]uint64(nil), kernel...), user: append([]uint64(nil), user...), value: w}
+	a.entries[string(k)] = e
+	a.order = append(a.order, e)
+}
+
+// Build turns a recording's result and its aggregated samples into a
+// symbolized profile.
+func Build(res *Result, a *Aggregator, kernel KernelResolver, command string) *profile.Profile {
+	p := &profile.Profile{
+		Start:    res.WallStart,
+		Duration: time.Duration(res.EndNs - res.StartNs),
+		Period:   int64(res.PeriodNs),
+		Command:  command,
+		Lost:     map[string]uint64{},
+	}
+	for k, v := range res.Lost {
+		if v > 0 {
+			p.Lost[k] = v
+		}
+	}
+	cost := res.Cost
+	p.Cost = &cost
+	b := &builder{p: p, a: a, kernel: kernel, locs: map[locKey]*profile.Location{}, maps: map[*profile.Mapping]*profile.Mapping{}}
+	for _, e := range a.order {
+		p.Samples = append(p.Samples, b.sample(e))
+	}
+	for _, t := range res.Threads {
+		p.Threads = append(p.Threads, b.thread(res, t))
+	}
+	p.SortThreads()
+	return p
+}
+
+type locKey struct {
+	pid  uint32 // 0 for the kernel
+	addr uint64
+}
+
+type builder struct {
+	p      *profile.Profile
+	a      *Aggregator
+	kernel KernelResolver
+	locs   map[locKey]*profile.Location
+	maps   map[*profile.Mapping]*profile.Mapping
+	kmap   *profile.Mapping
+}
+
+func (b *builder) sample(e *aggEntry) *profile.Sample {
+	s := &profile.Sample{PID: int(e.pid), TID: int(e.tid), Thread: e.comm, State: e.state, Value: e.value}
+	for i, addr := range e.kernel {
+		s.Stack = append(s.Stack, b.kernelLoc(addr, i == 0))
+	}
+	r := b.a.resolvers[e.pid]
+	for i, addr := range e.user {
+		leaf := i == 0 && len(e.kernel) == 0
+		s.Stack = append(s.Stack, b.userLoc(e.pid, r, addr, leaf))
+	}
+	if len(s.Stack) == 0 {
+		// The stacks could not be read: keep the time, under a frame that says so.
+		s.Stack = append(s.Stack, b.userLoc(e.pid, nil, 0, true))
+	}
+	return s
+}
+
+func (b *builder) kernelLoc(addr uint64, leaf bool) *profile.Location {
+	if !leaf && addr > 0 {
+		addr-- // look up the call, not the instruction after it
+	}
+	key := locKey{0, addr}
+	if l, ok := b.locs[key]; ok {
+		return l
+	}
+	l := &profile.Location{ID: uint64(len(b.p.Locs) + 1), Address: addr}
+	if b.kernel != nil {
+		if b.kmap == nil {
+			b.kmap = b.addMapping(b.kernel.KernelMapping())
+		}
+		l.Mapping = b.kmap
+		l.Frames = []profile.Frame{b.kernel.Resolve(addr)}
+	} else {
+		l.Frames = []profile.Frame{{Function: fmt.Sprintf("[kernel]+0x%x", addr)}}
+	}
+	b.locs[key] = l
+	b.p.Locs = append(b.p.Locs, l)
+	return l
+}
+
+func (b *builder) userLoc(pid uint32, r ProcessResolver, addr uint64, leaf bool) *profile.Location {
+	if !leaf && addr > 0 {
+		addr--
+	}
+	key := locKey{pid, addr}
+	if l, ok := b.locs[key]; ok {
+		return l
+	}
+	l := &profile.Location{ID: uint64(len(b.p.Locs) + 1), Address: addr}
+	var frames []profile.Frame
+	var m *profile.Mapping
+	if r != nil {
+		m, frames = r.Resolve(addr)
+		if m == nil && len(frames) > 0 && isUnknown(frames[0].Function) {
+			// Maybe mapped after we read the maps (dlopen, exec): look again.
+			if r.Refresh() == nil {
+				m, frames = r.Resolve(addr)
+			}
+		}
+	}
+	if len(frames) == 0 {
+		if addr == 0 {
+			frames = []profile.Frame{{Function: "[stack unavailable]"}}
+		} else {
+			frames = []profile.Frame{{Function: fmt.Sprintf("[unknown]+0x%x", addr)}}
+		}
+	}
+	l.Frames = frames
+	l.Mapping = b.addMapping(m)
+	b.locs[key] = l
+	b.p.Locs = append(b.p.Locs, l)
+	return l
+}
+
+func isUnknown(fn string) bool {
+	return len(fn) > 9 && fn[:9] == "[unknown]"
+}
+
+func (b *builder) addMapping(m *profile.Mapping) *profile.Mapping {
+	if m == nil {
+		return nil
+	}
+	if c, ok := b.maps[m]; ok {
+		return c
+	}
+	c := *m
+	c.ID = uint64(len(b.p.Mappings) + 1)
+	b.maps[m] = &c
+	b.p.Mappings = append(b.p.Mappings, &c)
+	return &c
+}
+
+func (b *builder) thread(res *Result, t *ThreadRecord) *profile.Thread {
+	th := &profile.Thread{PID: int(t.PID), TID: int(t.TID), Name: t.Name, Exited: t.Exited,
+		Samples: b.a.perThread[t.TID]}
+	if th.Name == "" {
+		th.Name = b.a.comm[t.TID]
+	}
+	if t.FirstNs > res.StartNs {
+		th.Start = time.Duration(t.FirstNs - res.StartNs)
+	}
+	if t.EndNs > res.StartNs {
+		th.End = time.Duration(t.EndNs - res.StartNs)
+	}
+	for i, v := range t.Time {
+		th.Time[i] = time.Duration(v)
+	}
+	return th
+}
+
+// SortedThreads is a helper for tests: thread records by TID.
+func SortedThreads(ts []*ThreadRecord) []*ThreadRecord {
+	out := append([]*ThreadRecord(nil), ts...)
+	sort.Slice(out, func(i, j int) bool { return out[i].TID < out[j].TID })
+	return out
+}

@@ -1,0 +1,195 @@
+package collect
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/wallprof/wallprof/internal/profile"
+	"github.com/wallprof/wallprof/internal/symbolize"
+)
+
+// Event types, as in wallprof.bpf.c.
+const (
+	evSample = 1
+	evExit   = 2
+
+	sampleFinal = 1
+
+	maxStack  = 127
+	snapBytes = 512
+	nstates   = int(profile.NumStates)
+
+	// Byte layout of struct sample_event.
+	sampleHeader = 4*4 + 8 + 8*nstates + 16 + 3*8 + 4*4
+	sampleSize   = sampleHeader + 2*8*maxStack + snapBytes
+
+	// Byte layout of struct tstate and struct exit_event.
+	tstateSize = 4*8 + 2*8*nstates + 8
+	exitSize   = 4*4 + 8 + tstateSize + 16
+)
+
+// ErrTruncated is returned for a record shorter than its type requires.
+var ErrTruncated = errors.New("truncated record")
+
+// RawSample is one stack sample as the kernel reported it.
+type RawSample struct {
+	PID, TID uint32
+	Comm     string
+	Final    bool // taken at the end of the recording; weights come from the thread table
+	TS       uint64
+	Weight   [profile.NumStates]uint64
+	Regs     symbolize.Regs
+	Kernel   []uint64 // leaf first
+	User     []uint64 // leaf first, frame-pointer walk
+	Snap     []byte   // user stack memory at Regs.SP
+	KernErr  int32    // negative errno when the kernel stack could not be read
+	UserErr  int32
+}
+
+// ThreadState is one thread's accounting record (struct tstate).
+type ThreadState struct {
+	InTS, OutTS, WakeTS, FirstTS uint64
+	Time                         [profile.NumStates]uint64
+	Acc                          [profile.NumStates]uint64
+	PID                          uint32
+	OnCPU                        bool
+	OutState                     profile.State
+	Exited                       bool
+}
+
+// ThreadExit is a thread's final record, sent when it exits.
+type ThreadExit struct {
+	PID, TID uint32
+	TS       uint64
+	Comm     string
+	State    ThreadState
+}
+
+// Decode parses one ring-buffer record into a *RawSample or *ThreadExit.
+// Malformed input returns an error, never panics.
+func Decode(b []byte) (any, error) {
+	if len(b) < 4 {
+		return nil, fmt.Errorf("%w: %d bytes", ErrTruncated, len(b))
+	}
+	switch typ := binary.LittleEndian.Uint32(b); typ {
+	case evSample:
+		return decodeSample(b)
+	case evExit:
+		return decodeExit(b)
+	default:
+		return nil, fmt.Errorf("unknown record type %d", typ)
+	}
+}
+
+func cstring(b []byte) string {
+	for i, c := range b {
+		if c == 0 {
+			return string(b[:i])
+		}
+	}
+	return string(b)
+}
+
+func u64s(b []byte, n int) []uint64 {
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint64(b[8*i:])
+	}
+	return out
+}
+
+func decodeSample(b []byte) (*RawSample, error) {
+	if len(b) < sampleSize {
+		return nil, fmt.Errorf("%w: sample of %d bytes, want %d", ErrTruncated, len(b), sampleSize)
+	}
+	le := binary.LittleEndian
+	s := &RawSample{
+		PID:   le.Uint32(b[4:]),
+		TID:   le.Uint32(b[8:]),
+		Final: le.Uint32(b[12:])&sampleFinal != 0,
+		TS:    le.Uint64(b[16:]),
+	}
+	off := 24
+	for i := 0; i < nstates; i++ {
+		s.Weight[i] = le.Uint64(b[off:])
+		off += 8
+	}
+	s.Comm = cstring(b[off : off+16])
+	off += 16
+	s.Regs = symbolize.Regs{IP: le.Uint64(b[off:]), SP: le.Uint64(b[off+8:]), BP: le.Uint64(b[off+16:])}
+	off += 24
+	klen := int32(le.Uint32(b[off:]))
+	ulen := int32(le.Uint32(b[off+4:]))
+	snap := le.Uint32(b[off+8:])
+	off += 16
+	kstack := b[off : off+8*maxStack]
+	ustack := b[off+8*maxStack : off+16*maxStack]
+	snapb := b[off+16*maxStack : off+16*maxStack+snapBytes]
+	if klen < 0 {
+		s.KernErr = klen
+	} else if klen > 8*maxStack || klen%8 != 0 {
+		return nil, fmt.Errorf("kernel stack length %d out of range", klen)
+	} else {
+		s.Kernel = trimZero(u64s(kstack, int(klen/8)))
+	}
+	if ulen < 0 {
+		s.UserErr = ulen
+	} else if ulen > 8*maxStack || ulen%8 != 0 {
+		return nil, fmt.Errorf("user stack length %d out of range", ulen)
+	} else {
+		s.User = trimZero(u64s(ustack, int(ulen/8)))
+	}
+	if snap > snapBytes {
+		return nil, fmt.Errorf("stack snapshot length %d out of range", snap)
+	}
+	s.Snap = append([]byte(nil), snapb[:snap]...)
+	return s, nil
+}
+
+// trimZero cuts a stack at its first zero address.
+func trimZero(st []uint64) []uint64 {
+	for i, a := range st {
+		if a == 0 {
+			return st[:i]
+		}
+	}
+	return st
+}
+
+func decodeTState(b []byte) ThreadState {
+	le := binary.LittleEndian
+	var t ThreadState
+	t.InTS = le.Uint64(b[0:])
+	t.OutTS = le.Uint64(b[8:])
+	t.WakeTS = le.Uint64(b[16:])
+	t.FirstTS = le.Uint64(b[24:])
+	off := 32
+	for i := 0; i < nstates; i++ {
+		t.Time[i] = le.Uint64(b[off:])
+		off += 8
+	}
+	for i := 0; i < nstates; i++ {
+		t.Acc[i] = le.Uint64(b[off:])
+		off += 8
+	}
+	t.PID = le.Uint32(b[off:])
+	t.OnCPU = b[off+4] != 0
+	t.OutState = profile.State(b[off+5])
+	if t.OutState >= profile.NumStates {
+		t.OutState = profile.Other
+	}
+	t.Exited = b[off+6] != 0
+	return t
+}
+
+func decodeExit(b []byte) (*ThreadExit, error) {
+	if len(b) < exitSize {
+		return nil, fmt.Errorf("%w: exit record of %d bytes, want %d", ErrTruncated, len(b), exitSize)
+	}
+	le := binary.LittleEndian
+	e := &ThreadExit{PID: le.Uint32(b[4:]), TID: le.Uint32(b[8:]), TS: le.Uint64(b[16:])}
+	e.State = decodeTState(b[24 : 24+tstateSize])
+	e.Comm = cstring(b[24+tstateSize : 24+tstateSize+16])
+	return e, nil
+}

@@ -1,0 +1,55 @@
+// Package collect records wall-clock samples with eBPF: it loads the program
+// in ./bpf, attaches it, follows the target's threads, reads the ring buffer,
+// and turns what it read into a profile.Profile.
+//
+// A Plan says what to record; it is pure and unit-tested. A Session touches
+// the kernel. Build turns a session's Raw result into a profile, and is fed
+// by recorded data in tests as well as by live sessions.
+package collect
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Frequency limits for -F.
+const (
+	DefaultFreq = 99
+	MaxFreq     = 20000
+)
+
+// Plan describes one recording.
+type Plan struct {
+	PIDs        []int         // processes to record
+	FollowForks bool          // also record processes the targets fork
+	Freq        int           // sampling frequency in Hz, on- and off-CPU
+	Duration    time.Duration // 0: until stopped or the target exits
+}
+
+// ErrBadPlan wraps every plan validation error.
+var ErrBadPlan = errors.New("invalid recording options")
+
+// Validate checks the plan.
+func (p Plan) Validate() error {
+	if p.Freq < 1 || p.Freq > MaxFreq {
+		return fmt.Errorf("%w: frequency %d Hz is out of range (1 to %d)", ErrBadPlan, p.Freq, MaxFreq)
+	}
+	if p.Duration < 0 {
+		return fmt.Errorf("%w: negative duration %v", ErrBadPlan, p.Duration)
+	}
+	if len(p.PIDs) == 0 {
+		return fmt.Errorf("%w: no process to record", ErrBadPlan)
+	}
+	for _, pid := range p.PIDs {
+		if pid <= 0 {
+			return fmt.Errorf("%w: bad PID %d", ErrBadPlan, pid)
+		}
+	}
+	return nil
+}
+
+// PeriodNs is the sampling period in nanoseconds.
+func (p Plan) PeriodNs() uint64 {
+	return uint64(time.Second) / uint64(p.Freq)
+}

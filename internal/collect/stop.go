@@ -1,0 +1,222 @@
+package collect
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/wallprof/wallprof/internal/linux"
+	"github.com/wallprof/wallprof/internal/profile"
+)
+
+// ThreadRecord is one thread's exact totals at the end of a recording.
+type ThreadRecord struct {
+	PID, TID uint32
+	Name     string
+	FirstNs  uint64 // CLOCK_MONOTONIC
+	EndNs    uint64
+	Exited   bool
+	Time     [profile.NumStates]uint64
+}
+
+// Result is what a session recorded, before symbolization.
+type Result struct {
+	StartNs, EndNs uint64
+	WallStart      time.Time
+	PeriodNs       uint64
+	Threads        []*ThreadRecord
+	Lost           map[string]uint64
+	Cost           profile.Cost
+}
+
+// Stop ends the recording: it takes the stacks of threads still off CPU,
+// detaches every probe, drains the ring buffer (passing the last samples to
+// the sink given to Run) and closes the thread accounting at the end time.
+// Run must have been started.
+func (s *Session) Stop() (*Result, error) {
+	iterErr := s.dumpOffCPU()
+	s.detach()
+	end := linux.Monotonic()
+	close(s.done)
+	<-s.finished
+
+	res := &Result{
+		StartNs:   s.startNs,
+		EndNs:     end,
+		WallStart: s.wallStart,
+		PeriodNs:  s.plan.PeriodNs(),
+		Lost:      s.lostCounts(),
+	}
+	if n := s.decodeErrs.Load(); n > 0 {
+		res.Lost["undecodable-record"] = n
+	}
+	live, err := s.readThreads()
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	finals, exits := s.finals, s.exits
+	s.mu.Unlock()
+
+	for tid, st := range live {
+		closeInterval(&st, end)
+		rec := &ThreadRecord{PID: st.PID, TID: tid, FirstNs: st.FirstTS, EndNs: end, Time: st.Time}
+		if st.Exited {
+			rec.Exited, rec.EndNs = true, st.OutTS
+		} else {
+			rec.Name = linux.ThreadName(int(st.PID), int(tid))
+		}
+		res.Threads = append(res.Threads, rec)
+		live[tid] = st
+	}
+	for _, e := range exits {
+		res.Threads = append(res.Threads, &ThreadRecord{
+			PID: e.PID, TID: e.TID, Name: e.Comm, FirstNs: e.State.FirstTS,
+			EndNs: e.TS, Exited: true, Time: e.State.Time,
+		})
+	}
+	// The end-of-recording samples carry what each thread accumulated since
+	// its last sample, including the interval still open at the end.
+	seen := map[uint32]bool{}
+	for _, fs := range finals {
+		st, ok := live[fs.TID]
+		if !ok || seen[fs.TID] {
+			continue
+		}
+		seen[fs.TID] = true
+		fs.Weight = st.Acc
+		fs.Weight[profile.OnCPU] = 0
+		if s.sink != nil {
+			s.sink(fs)
+		}
+	}
+	for _, t := range res.Threads {
+		res.Cost.TargetCPU += time.Duration(t.Time[profile.OnCPU])
+	}
+	res.Cost.ProfilerCPU = linux.CPUTime() - s.cpuStart
+	res.Cost.BPFRunTime, res.Cost.BPFRunCount = s.bpfStats()
+	s.Close()
+	if iterErr != nil {
+		res.Lost["final-stacks-failed"]++
+	}
+	return res, nil
+}
+
+// closeInterval accounts the interval still open at end, as the BPF program
+// does at a switch-in.
+func closeInterval(st *ThreadState, end uint64) {
+	if st.Exited {
+		return
+	}
+	var d [profile.NumStates]uint64
+	if st.OnCPU {
+		if end > st.InTS {
+			d[profile.OnCPU] = end - st.InTS
+		}
+	} else if end > st.OutTS {
+		k := st.OutState
+		if k == profile.Runnable || k == profile.OnCPU || st.WakeTS == 0 {
+			d[k] = end - st.OutTS
+		} else {
+			w := min(max(st.WakeTS, st.OutTS), end)
+			d[k] = w - st.OutTS
+			d[profile.Runnable] = end - w
+		}
+	}
+	for i := range d {
+		st.Time[i] += d[i]
+		if i != int(profile.OnCPU) {
+			st.Acc[i] += d[i]
+		}
+	}
+}
+
+func (s *Session) readThreads() (map[uint32]ThreadState, error) {
+	out := map[uint32]ThreadState{}
+	var key uint32
+	var val []byte
+	it := s.objs.Threads.Iterate()
+	for it.Next(&key, &val) {
+		if len(val) < tstateSize {
+			return nil, fmt.Errorf("thread record of %d bytes, want %d", len(val), tstateSize)
+		}
+		out[key] = decodeTState(val)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read thread table: %w", err)
+	}
+	return out, nil
+}
+
+// dumpOffCPU runs the task iterator, which emits a final sample for every
+// target thread that is off CPU.
+func (s *Session) dumpOffCPU() error {
+	it, err := link.AttachIter(link.IterOptions{Program: s.objs.DumpOffcpu})
+	if err != nil {
+		return fmt.Errorf("attach task iterator: %w", err)
+	}
+	defer it.Close()
+	rc, err := it.Open()
+	if err != nil {
+		return fmt.Errorf("run task iterator: %w", err)
+	}
+	defer rc.Close()
+	_, err = io.Copy(io.Discard, rc)
+	return err
+}
+
+func (s *Session) bpfStats() (time.Duration, uint64) {
+	var rt time.Duration
+	var n uint64
+	for _, p := range []*ebpf.Program{s.objs.OnSwitch, s.objs.OnWakeup, s.objs.OnWakeupNew,
+		s.objs.OnFork, s.objs.OnSwitchIn, s.objs.OnCpuSample, s.objs.DumpOffcpu} {
+		if p == nil {
+			continue
+		}
+		st, err := p.Stats()
+		if err != nil {
+			continue
+		}
+		rt += st.Runtime
+		n += st.RunCount
+	}
+	return rt, n
+}
+
+func (s *Session) detach() {
+	for _, fd := range s.perfFDs {
+		_ = unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_DISABLE, 0)
+		unix.Close(fd)
+	}
+	s.perfFDs = nil
+	for _, l := range s.links {
+		_ = l.Close()
+	}
+	s.links = nil
+}
+
+// Close releases everything the session holds. It is safe to call more than
+// once.
+func (s *Session) Close() {
+	s.detach()
+	if s.reader != nil {
+		_ = s.reader.Close()
+		s.reader = nil
+	}
+	// Statistics are read before the programs are closed.
+	_ = s.objs.Close()
+	if s.stats != nil {
+		_ = s.stats.Close()
+		s.stats = nil
+	}
+}
+
+// IsPermission reports whether err is a permission error from the kernel.
+func IsPermission(err error) bool {
+	return errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)
+}
