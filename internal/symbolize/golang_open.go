@@ -1,9 +1,17 @@
 package symbolize
 
-import "debug/elf"
+import (
+	"debug/elf"
+
+	"github.com/wallprof/wallprof/internal/symbolize/gopclntab"
+)
 
 // openGoTable returns the .gopclntab reader of f, or nil when f is not a Go
-// binary. Not wired to package gopclntab yet.
+// binary or its table cannot be read (DWARF and symbols are used instead).
 func openGoTable(f *elf.File) goTable {
-	return nil
+	t, err := gopclntab.Open(f)
+	if err != nil {
+		return nil
+	}
+	return t
 }
