@@ -55,6 +55,14 @@ func TestAgainstGosym(t *testing.T) {
 					t.Errorf("%s: moduledata.gofunc not found: no inline trees", mode)
 				}
 				compareFuncs(t, mode, want, tab)
+				if mode == modeNormal && tab.hdr.ver != ver116 {
+					// The symbol confirms the moduledata found by content.
+					f := openELF(t, buildProg(t, tc, mode))
+					sym, ok := newImage(f).symbolValue("go:func.*", "go.func.*")
+					if !ok || sym != tab.gofunc {
+						t.Errorf("gofunc = %#x, symbol go:func.* = %#x, %v", tab.gofunc, sym, ok)
+					}
+				}
 			}
 			if tc == "" {
 				// A PIE build has different code: its own pclntab, read
@@ -199,6 +207,12 @@ func TestInline(t *testing.T) {
 					if !equalFrames(got, want) || !strings.HasSuffix(file, "testdata/prog/main.go") {
 						t.Errorf("%s: Lookup(%#x) = %v, want %v", mode, pc, got, want)
 					}
+				}
+				// Without the inline trees the physical frame remains.
+				noInl := *tab
+				noInl.gofunc, noInl.mem = 0, memory{}
+				if got := noInl.Lookup(pcs[0]); len(got) != 1 || got[0].Function != "main.hotLoop" {
+					t.Errorf("%s: without inline trees Lookup(%#x) = %v", mode, pcs[0], got)
 				}
 			}
 		})
