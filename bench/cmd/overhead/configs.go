@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// config is one way of running a workload.
+type config struct {
+	Name string
+	// Wrap returns the command that runs workload argv under the tool
+	// (argv itself for "none"). Nil for tools that run alongside.
+	Wrap func(e *env, argv []string) []string
+	// Alongside returns the command of a tool started before the workload,
+	// stopped with SIGINT after it; Ready is the line it prints when attached.
+	Alongside func(e *env, workload string) []string
+	Ready     string
+	Wallprof  bool // needs the wallprof binary
+}
+
+// env is what the configurations need to build their commands.
+type env struct {
+	Wallprof string // path of the wallprof binary
+	Bpftrace string // path of bpftrace
+	OffcpuBT string // path of bench/offcpu.bt
+	OutDir   string // where profiles are written
+	Perf     string // path of perf
+}
+
+func (e *env) out(name string) string { return filepath.Join(e.OutDir, name) }
+
+func wallprofAt(hz int) func(*env, []string) []string {
+	return func(e *env, argv []string) []string {
+		return append([]string{e.Wallprof, "record", "-F", fmt.Sprint(hz),
+			"-o", e.out(fmt.Sprintf("wallprof-%d.pb.gz", hz)), "--"}, argv...)
+	}
+}
+
+// allConfigs are the configurations in the order they run in each round.
+var allConfigs = []config{
+	{Name: "none", Wrap: func(_ *env, argv []string) []string { return argv }},
+	{Name: "wallprof-99", Wrap: wallprofAt(99), Wallprof: true},
+	{Name: "wallprof-999", Wrap: wallprofAt(999), Wallprof: true},
+	{Name: "perf-99", Wrap: func(e *env, argv []string) []string {
+		return append([]string{e.Perf, "record", "-g", "-F", "99", "-o", e.out("perf.data"), "--"}, argv...)
+	}},
+	{Name: "perf-sched", Wrap: func(e *env, argv []string) []string {
+		return append([]string{e.Perf, "record", "-e", "sched:sched_switch", "-g", "-o", e.out("perf2.data"), "--"}, argv...)
+	}},
+	{Name: "bpftrace", Alongside: func(e *env, workload string) []string {
+		// -B line: flush the "attached" line at once although stdout is a pipe.
+		return []string{e.Bpftrace, "-B", "line", e.OffcpuBT, workload}
+	}, Ready: "offcpu.bt: attached"},
+}
+
+// selectConfigs returns the configurations named in list (comma-separated;
+// empty: all), with "none" always first since ratios are relative to it.
+func selectConfigs(list string) ([]config, error) {
+	if list == "" {
+		return allConfigs, nil
+	}
+	want := map[string]bool{"none": true}
+	for _, n := range strings.Split(list, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			want[n] = true
+		}
+	}
+	var out []config
+	for _, c := range allConfigs {
+		if want[c.Name] {
+			out = append(out, c)
+			delete(want, c.Name)
+		}
+	}
+	for n := range want {
+		return nil, fmt.Errorf("unknown configuration %q (known: %s)", n, configNames())
+	}
+	return out, nil
+}
+
+func configNames() string {
+	var names []string
+	for _, c := range allConfigs {
+		names = append(names, c.Name)
+	}
+	return strings.Join(names, ",")
+}

@@ -1,0 +1,186 @@
+// Command overhead measures what recording costs a workload: it runs each
+// bench workload (pingpong: context-switch bound; cpubound: CPU bound) with
+// no profiler, under wallprof at 99 and 999 Hz, under perf record (on-CPU
+// sampling, and sched_switch tracing as the off-CPU alternative) and next to
+// a bpftrace off-CPU script, interleaving the configurations round by round,
+// and prints the medians and their ratios to the unprofiled runs.
+//
+// It is driven by bench/overhead.sh, which builds the binaries; see
+// bench/README.md for what each column means.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+type options struct {
+	binDir, offcpu, outDir  string
+	rounds                  int
+	configs, workloads      string
+	pingpongIters, cpuIters int
+}
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+func envStr(name, def string) string {
+	if s := os.Getenv(name); s != "" {
+		return s
+	}
+	return def
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	var o options
+	fs := flag.NewFlagSet("overhead", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.binDir, "bin", "bench/.bin", "`dir` holding pingpong, cpubound and wallprof")
+	fs.StringVar(&o.offcpu, "offcpu", "bench/offcpu.bt", "the bpftrace off-CPU `script`")
+	fs.StringVar(&o.outDir, "out", "", "`dir` for profiles and results.csv (default: a new temporary dir)")
+	fs.IntVar(&o.rounds, "rounds", envInt("ROUNDS", 5), "rounds of interleaved runs (env ROUNDS)")
+	fs.StringVar(&o.configs, "configs", os.Getenv("CONFIGS"), "comma-separated configurations (env CONFIGS; default all: "+configNames()+")")
+	fs.StringVar(&o.workloads, "workloads", envStr("WORKLOADS", "pingpong,cpubound"), "comma-separated workloads (env WORKLOADS)")
+	fs.IntVar(&o.pingpongIters, "pingpong-iters", envInt("PINGPONG_ITERS", 100000), "pingpong round trips (env PINGPONG_ITERS)")
+	fs.IntVar(&o.cpuIters, "cpubound-iters", envInt("CPUBOUND_ITERS", 300000000), "cpubound steps (env CPUBOUND_ITERS)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if o.rounds < 1 {
+		return nil, errors.New("-rounds must be at least 1")
+	}
+	return &o, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return 2
+	}
+	configs, err := selectConfigs(o.configs)
+	if err == nil {
+		err = bench(ctx, o, configs, stdout, stderr)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "overhead:", err)
+		return 1
+	}
+	return 0
+}
+
+func bench(ctx context.Context, o *options, configs []config, stdout, stderr io.Writer) error {
+	e, err := setup(o, configs)
+	if err != nil {
+		return err
+	}
+	workloads := strings.Split(o.workloads, ",")
+	iters := map[string]int{"pingpong": o.pingpongIters, "cpubound": o.cpuIters}
+	var results []result
+	for _, wl := range workloads {
+		if _, ok := iters[wl]; !ok {
+			return fmt.Errorf("unknown workload %q (known: pingpong, cpubound)", wl)
+		}
+		argv := []string{filepath.Join(o.binDir, wl), "--iters", strconv.Itoa(iters[wl])}
+		if _, err := runWrapped(ctx, argv, wl); err != nil { // warm-up, not counted
+			return fmt.Errorf("warm-up: %w", err)
+		}
+		for round := 1; round <= o.rounds; round++ {
+			for _, c := range configs {
+				r, err := runOne(ctx, e, c, argv, wl)
+				if err != nil {
+					return fmt.Errorf("%s, %s, round %d: %w", wl, c.Name, round, err)
+				}
+				r.Config, r.Workload, r.Round = c.Name, wl, round
+				fmt.Fprintf(stderr, "%s %-13s round %d/%d: wall %v, cpu %v, tool cpu %v\n", wl, c.Name, round,
+					o.rounds, r.W.Elapsed.Round(1e5), r.W.CPU.Round(1e5), r.ToolCPU.Round(1e5))
+				results = append(results, r)
+			}
+		}
+		checkChecksums(stderr, results, wl)
+	}
+	fmt.Fprintf(stdout, "\n%d rounds, interleaved; medians; output in %s\n\n", o.rounds, e.OutDir)
+	printTable(stdout, workloads, configs, results)
+	return writeCSV(filepath.Join(e.OutDir, "results.csv"), results)
+}
+
+func runOne(ctx context.Context, e *env, c config, argv []string, wl string) (result, error) {
+	if c.Alongside != nil {
+		return runAlongside(ctx, c.Alongside(e, wl), argv, c.Ready, wl, e.out(c.Name+".out"))
+	}
+	return runWrapped(ctx, c.Wrap(e, argv), wl)
+}
+
+// setup checks privileges and tools and creates the output directory.
+func setup(o *options, configs []config) (*env, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("run as root: perf, bpftrace and wallprof need it")
+	}
+	e := &env{OffcpuBT: o.offcpu, OutDir: o.outDir}
+	for _, wl := range strings.Split(o.workloads, ",") {
+		if _, err := os.Stat(filepath.Join(o.binDir, wl)); err != nil {
+			return nil, fmt.Errorf("workload binary missing (bench/overhead.sh builds it): %w", err)
+		}
+	}
+	for _, c := range configs {
+		var err error
+		switch {
+		case c.Wallprof:
+			e.Wallprof = filepath.Join(o.binDir, "wallprof")
+			if _, serr := os.Stat(e.Wallprof); serr != nil {
+				err = fmt.Errorf("wallprof is not built (%s missing): build it with "+
+					"'go build -o %s ./cmd/wallprof', or leave it out: CONFIGS=none,perf-99,perf-sched,bpftrace", e.Wallprof, e.Wallprof)
+			}
+		case strings.HasPrefix(c.Name, "perf"):
+			e.Perf, err = exec.LookPath("perf")
+		case c.Name == "bpftrace":
+			if e.Bpftrace, err = exec.LookPath("bpftrace"); err == nil {
+				_, err = os.Stat(o.offcpu)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("configuration %s: %w", c.Name, err)
+		}
+	}
+	if e.OutDir == "" {
+		dir, err := os.MkdirTemp("", "wallprof-bench-")
+		if err != nil {
+			return nil, err
+		}
+		e.OutDir = dir
+	}
+	return e, os.MkdirAll(e.OutDir, 0o755)
+}
+
+// checkChecksums warns if cpubound computed different checksums: a run that
+// did not do the same work cannot be compared.
+func checkChecksums(stderr io.Writer, results []result, wl string) {
+	seen := map[string]bool{}
+	for _, r := range results {
+		if r.Workload == wl && r.W.Checksum != "" {
+			seen[r.W.Checksum] = true
+		}
+	}
+	if len(seen) > 1 {
+		fmt.Fprintf(stderr, "overhead: warning: %s printed %d different checksums\n", wl, len(seen))
+	}
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+func TestParseWorkloadReport(t *testing.T) {
+	stderr := "[ perf record: Woken up 1 times ]\n" +
+		"pingpong: iters=300 elapsed_ns=2000000 switches_per_s=300000 user_ns=1000 sys_ns=2000 start_mono_ns=10 end_mono_ns=20\n" +
+		"[ perf record: Captured and wrote 0.1 MB ]\n"
+	r := parseWorkloadReport(stderr, "pingpong")
+	if !r.hasFields || r.Elapsed != 2*time.Millisecond || r.CPU != 3000 || r.StartNS != 10 || r.EndNS != 20 || r.SwitchesPerSec != 300000 {
+		t.Errorf("got %+v", r)
+	}
+	if r := parseWorkloadReport(stderr, "cpubound"); r.found {
+		t.Errorf("cpubound found in pingpong output: %+v", r)
+	}
+	r = parseWorkloadReport("cpubound: iters=5 checksum=00ff elapsed_ns=7 user_ns=1 sys_ns=0 start_mono_ns=1 end_mono_ns=9", "cpubound")
+	if r.Checksum != "00ff" || r.Elapsed != 7 {
+		t.Errorf("got %+v", r)
+	}
+}
+
+func TestParseSelfReport(t *testing.T) {
+	for _, c := range []struct {
+		in        string
+		cpu, bpf  time.Duration
+		finish    time.Duration
+		hasFinish bool
+	}{
+		{"wallprof: cost: profiler CPU 120ms (3.1% of target CPU), BPF 40ms (1.0%)", 120 * time.Millisecond, 40 * time.Millisecond, 0, false},
+		{"wallprof: cost: profiler CPU 1.5s (10% of target CPU), BPF 2.25ms (0.1%)\nwallprof: wrote /tmp/x.pb.gz (12 stacks) in 35ms", 1500 * time.Millisecond, 2250 * time.Microsecond, 35 * time.Millisecond, true},
+		{"wallprof: Cost: Profiler CPU: 0.25 (5% of target CPU), BPF time 0.5 s", 250 * time.Millisecond, 500 * time.Millisecond, 0, false},
+		{"wallprof: target exit to profile written: 80ms", 0, 0, 80 * time.Millisecond, true},
+		// The lines cmd/wallprof prints today.
+		{"wallprof: recorded 1.2s of \"pingpong\": 2 threads, 33 stack samples, lost events: none\n" +
+			"wallprof: cost: profiler CPU 12.345ms (1.2% of target CPU), BPF 150µs (0.0%) in 5000 program runs\n" +
+			"wallprof: wrote /tmp/x.pb.gz (pprof, 12345 bytes) 41ms after the recording ended; peak memory 30 MiB",
+			12345 * time.Microsecond, 150 * time.Microsecond, 41 * time.Millisecond, true},
+	} {
+		r := parseSelfReport(c.in)
+		if r.ProfilerCPU != c.cpu || r.BPF != c.bpf || r.Finish != c.finish || r.HasFinish != c.hasFinish {
+			t.Errorf("%q: got %+v", c.in, r)
+		}
+	}
+	if r := parseSelfReport("pingpong: iters=1 elapsed_ns=5\n"); r.HasCost || r.HasFinish {
+		t.Errorf("found a cost in workload output: %+v", r)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(c.in); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}
+
+func TestSelectConfigs(t *testing.T) {
+	cs, err := selectConfigs("bpftrace, perf-99")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range cs {
+		names = append(names, c.Name)
+	}
+	if got := len(names); got != 3 || names[0] != "none" || names[1] != "perf-99" || names[2] != "bpftrace" {
+		t.Errorf("got %v, want none first then run order", names)
+	}
+	if _, err := selectConfigs("none,nope"); err == nil {
+		t.Error("unknown configuration accepted")
+	}
+}

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# overhead.sh: what does recording cost the workload? See bench/README.md.
+#
+# Builds the bench workloads and wallprof into bench/.bin, then runs
+# bench/cmd/overhead, which interleaves the configurations round by round and
+# prints a table of medians. Run as root from anywhere in the repository:
+#
+#   sudo bench/overhead.sh                       # all configurations, 5 rounds
+#   ROUNDS=2 CONFIGS=none,perf-99,perf-sched,bpftrace bench/overhead.sh
+#
+# Environment: ROUNDS (5), CONFIGS (all: none,wallprof-99,wallprof-999,
+# perf-99,perf-sched,bpftrace), WORKLOADS (pingpong,cpubound),
+# PINGPONG_ITERS (100000), CPUBOUND_ITERS (300000000), OUT (a new temp dir).
+set -euo pipefail
+
+die() { echo "overhead.sh: $*" >&2; exit 1; }
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+bin=bench/.bin
+[[ $(id -u) == 0 ]] || die "run as root: perf, bpftrace and wallprof need it"
+command -v gcc >/dev/null || die "gcc not found: apt-get install -y gcc"
+command -v go >/dev/null || die "go not found in PATH"
+
+# perf's and bpftrace's tracepoints need tracefs.
+if ! mountpoint -q /sys/kernel/tracing; then
+	mount -t tracefs nodev /sys/kernel/tracing || die "cannot mount tracefs on /sys/kernel/tracing"
+fi
+
+mkdir -p "$bin"
+cflags=(-O2 -g -fno-omit-frame-pointer)
+gcc "${cflags[@]}" -pthread -o "$bin/pingpong" testdata/workloads/pingpong/pingpong.c
+gcc "${cflags[@]}" -o "$bin/cpubound" testdata/workloads/cpubound/cpubound.c
+
+# wallprof is needed only by the wallprof-* configurations.
+configs=${CONFIGS:-all}
+if [[ $configs == all || $configs == *wallprof* ]]; then
+	if ! go build -o "$bin/wallprof" ./cmd/wallprof 2>"$bin/wallprof-build.log"; then
+		cat "$bin/wallprof-build.log" >&2
+		die "wallprof does not build (see above; cmd/wallprof may not exist yet).
+Run without it: CONFIGS=none,perf-99,perf-sched,bpftrace $0"
+	fi
+fi
+
+go build -o "$bin/overhead" ./bench/cmd/overhead
+exec "$bin/overhead" -bin "$bin" -offcpu bench/offcpu.bt ${OUT:+-out "$OUT"} "$@"
