@@ -26,15 +26,17 @@ var lostNames = []string{
 	"user-stack-failed",
 	"stack-snapshot-failed",
 	"thread-table-full",
-	"offcpu-sample-overwritten",
+	"", // a due off-CPU sample deferred to a later switch-in: not a loss
 	"thread-exit-dropped",
+	"preempted-stack-failed",
 }
 
 // Session is one live recording. It is not safe for concurrent use, except
 // that Counts may be called while Run is running.
 type Session struct {
 	plan    Plan
-	objs    bpf.WallprofObjects
+	spec    *ebpf.CollectionSpec
+	objs    objects
 	links   []link.Link
 	perfFDs []int
 	reader  *ringbuf.Reader
@@ -67,6 +69,7 @@ func Open(plan Plan) (*Session, error) {
 		return nil, fmt.Errorf("load BPF object: %w", err)
 	}
 	s := &Session{
+		spec:     spec,
 		plan:     plan,
 		done:     make(chan struct{}),
 		finished: make(chan struct{}),
@@ -88,7 +91,7 @@ func Open(plan Plan) (*Session, error) {
 	if st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
 		s.stats = st // closing it restores the previous setting
 	}
-	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
+	if err := spec.LoadAndAssign(&s.objs.core, nil); err != nil {
 		s.Close()
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
@@ -100,7 +103,7 @@ func Open(plan Plan) (*Session, error) {
 		s.Close()
 		return nil, err
 	}
-	rd, err := ringbuf.NewReader(s.objs.Events)
+	rd, err := ringbuf.NewReader(s.objs.core.Events)
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open BPF ring buffer: %w", err)
@@ -117,22 +120,27 @@ func boolByte(b bool) uint8 {
 }
 
 func (s *Session) attach() error {
-	for _, p := range []*ebpf.Program{s.objs.OnSwitch, s.objs.OnWakeup, s.objs.OnWakeupNew, s.objs.OnFork} {
+	for _, p := range []*ebpf.Program{s.objs.core.OnSwitch, s.objs.core.OnWakeup, s.objs.core.OnWakeupNew,
+		s.objs.core.OnFork, s.objs.core.OnSysExit} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: p})
 		if err != nil {
 			return fmt.Errorf("attach scheduler tracepoint %s: %w", p, err)
 		}
 		s.links = append(s.links, l)
 	}
-	sym, err := linux.FindKernelSymbol("finish_task_switch")
-	if err != nil {
-		return err
+	// The user stacks of blocked threads are taken as they leave their
+	// syscall (sys_exit, attached with the scheduler tracepoints above) or,
+	// where the kernel has kprobes, right at the switch-in.
+	if sym, err := linux.FindKernelSymbol("finish_task_switch"); err == nil {
+		if p, err := s.loadOptional("on_switch_in"); err == nil {
+			if kp, err := link.Kprobe(sym, p, nil); err == nil {
+				s.links = append(s.links, kp)
+				s.objs.optional = append(s.objs.optional, p)
+			} else {
+				p.Close()
+			}
+		}
 	}
-	kp, err := link.Kprobe(sym, s.objs.OnSwitchIn, nil)
-	if err != nil {
-		return fmt.Errorf("attach kprobe %s: %w", sym, err)
-	}
-	s.links = append(s.links, kp)
 	cpus, err := linux.OnlineCPUs()
 	if err != nil {
 		return err
@@ -143,7 +151,7 @@ func (s *Session) attach() error {
 			return err
 		}
 		s.perfFDs = append(s.perfFDs, fd)
-		if err := linux.AttachPerfBPF(fd, s.objs.OnCpuSample.FD()); err != nil {
+		if err := linux.AttachPerfBPF(fd, s.objs.core.OnCpuSample.FD()); err != nil {
 			return err
 		}
 	}
@@ -158,7 +166,7 @@ func (s *Session) StartNs() uint64 { return s.startNs }
 // (the recording's start for a process that was already running).
 func (s *Session) AddTarget(pid int, firstNs uint64) error {
 	one := uint8(1)
-	if err := s.objs.Targets.Update(uint32(pid), one, ebpf.UpdateAny); err != nil {
+	if err := s.objs.core.Targets.Update(uint32(pid), one, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("add target %d: %w", pid, err)
 	}
 	tasks, err := linux.ListTasks(pid)
@@ -177,7 +185,7 @@ func (s *Session) AddTarget(pid int, firstNs uint64) error {
 		default:
 			st.OutState, st.OutTs = uint8(profile.Other), firstNs
 		}
-		err := s.objs.Threads.Update(uint32(t.TID), &st, ebpf.UpdateNoExist)
+		err := s.objs.core.Threads.Update(uint32(t.TID), &st, ebpf.UpdateNoExist)
 		if err != nil && !errors.Is(err, ebpf.ErrKeyExist) {
 			return fmt.Errorf("enter thread %d: %w", t.TID, err)
 		}
@@ -250,12 +258,15 @@ func (s *Session) Counts() (samples, lost uint64) {
 
 func (s *Session) lostCounts() map[string]uint64 {
 	out := map[string]uint64{}
-	if s.objs.Lost == nil {
+	if s.objs.core.Lost == nil {
 		return out
 	}
 	for i, name := range lostNames {
+		if name == "" {
+			continue
+		}
 		var per []uint64
-		if err := s.objs.Lost.Lookup(uint32(i), &per); err != nil {
+		if err := s.objs.core.Lost.Lookup(uint32(i), &per); err != nil {
 			continue
 		}
 		for _, v := range per {
@@ -263,4 +274,74 @@ func (s *Session) lostCounts() map[string]uint64 {
 		}
 	}
 	return out
+}
+
+// objects are the programs and maps that every recording needs, plus the
+// optional programs that could be loaded on this kernel.
+type objects struct {
+	core struct {
+		OnSwitch    *ebpf.Program `ebpf:"on_switch"`
+		OnWakeup    *ebpf.Program `ebpf:"on_wakeup"`
+		OnWakeupNew *ebpf.Program `ebpf:"on_wakeup_new"`
+		OnFork      *ebpf.Program `ebpf:"on_fork"`
+		OnSysExit   *ebpf.Program `ebpf:"on_sys_exit"`
+		OnCpuSample *ebpf.Program `ebpf:"on_cpu_sample"`
+		DumpOffcpu  *ebpf.Program `ebpf:"dump_offcpu"`
+		Events      *ebpf.Map     `ebpf:"events"`
+		Lost        *ebpf.Map     `ebpf:"lost"`
+		Pendings    *ebpf.Map     `ebpf:"pendings"`
+		Targets     *ebpf.Map     `ebpf:"targets"`
+		Threads     *ebpf.Map     `ebpf:"threads"`
+		Stash       *ebpf.Map     `ebpf:"stash"`
+		Scratch     *ebpf.Map     `ebpf:"scratch"`
+	}
+	optional []*ebpf.Program
+}
+
+func (o *objects) programs() []*ebpf.Program {
+	c := &o.core
+	return append([]*ebpf.Program{c.OnSwitch, c.OnWakeup, c.OnWakeupNew, c.OnFork, c.OnSysExit,
+		c.OnCpuSample, c.DumpOffcpu}, o.optional...)
+}
+
+func (o *objects) Close() error {
+	for _, p := range o.programs() {
+		if p != nil {
+			p.Close()
+		}
+	}
+	o.optional = nil
+	c := &o.core
+	for _, m := range []*ebpf.Map{c.Events, c.Lost, c.Pendings, c.Targets, c.Threads, c.Stash, c.Scratch} {
+		if m != nil {
+			m.Close()
+		}
+	}
+	return nil
+}
+
+// loadOptional loads one program that the kernel may refuse, sharing the
+// maps of the core objects.
+func (s *Session) loadOptional(name string) (*ebpf.Program, error) {
+	spec := s.spec.Copy()
+	ps, ok := spec.Programs[name]
+	if !ok {
+		return nil, fmt.Errorf("no program %s", name)
+	}
+	coll, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{
+		Maps:      spec.Maps,
+		Programs:  map[string]*ebpf.ProgramSpec{name: ps},
+		Variables: spec.Variables,
+		Types:     spec.Types,
+	}, ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+		"events": s.objs.core.Events, "lost": s.objs.core.Lost, "pendings": s.objs.core.Pendings,
+		"targets": s.objs.core.Targets, "threads": s.objs.core.Threads,
+		"stash": s.objs.core.Stash, "scratch": s.objs.core.Scratch,
+	}})
+	if err != nil {
+		return nil, err
+	}
+	p := coll.DetachProgram(name)
+	coll.Close()
+	return p, nil
 }

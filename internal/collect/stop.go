@@ -6,7 +6,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
@@ -140,7 +139,7 @@ func (s *Session) readThreads() (map[uint32]ThreadState, error) {
 	out := map[uint32]ThreadState{}
 	var key uint32
 	var val []byte
-	it := s.objs.Threads.Iterate()
+	it := s.objs.core.Threads.Iterate()
 	for it.Next(&key, &val) {
 		if len(val) < tstateSize {
 			return nil, fmt.Errorf("thread record of %d bytes, want %d", len(val), tstateSize)
@@ -156,7 +155,7 @@ func (s *Session) readThreads() (map[uint32]ThreadState, error) {
 // dumpOffCPU runs the task iterator, which emits a final sample for every
 // target thread that is off CPU.
 func (s *Session) dumpOffCPU() error {
-	it, err := link.AttachIter(link.IterOptions{Program: s.objs.DumpOffcpu})
+	it, err := link.AttachIter(link.IterOptions{Program: s.objs.core.DumpOffcpu})
 	if err != nil {
 		return fmt.Errorf("attach task iterator: %w", err)
 	}
@@ -173,8 +172,7 @@ func (s *Session) dumpOffCPU() error {
 func (s *Session) bpfStats() (time.Duration, uint64) {
 	var rt time.Duration
 	var n uint64
-	for _, p := range []*ebpf.Program{s.objs.OnSwitch, s.objs.OnWakeup, s.objs.OnWakeupNew,
-		s.objs.OnFork, s.objs.OnSwitchIn, s.objs.OnCpuSample, s.objs.DumpOffcpu} {
+	for _, p := range s.objs.programs() {
 		if p == nil {
 			continue
 		}

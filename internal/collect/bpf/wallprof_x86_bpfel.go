@@ -27,8 +27,9 @@ type WallprofExitEvent struct {
 type WallprofPending struct {
 	_      structs.HostLayout
 	Tid    uint32
-	Pad    uint32
+	Klen   int32
 	Weight [5]uint64
+	Kstack [127]uint64
 }
 
 type WallprofSampleEvent struct {
@@ -74,6 +75,8 @@ const (
 	WallprofMapEvents       = "events"
 	WallprofMapLost         = "lost"
 	WallprofMapPendings     = "pendings"
+	WallprofMapScratch      = "scratch"
+	WallprofMapStash        = "stash"
 	WallprofMapTargets      = "targets"
 	WallprofMapThreads      = "threads"
 	WallprofProgDumpOffcpu  = "dump_offcpu"
@@ -81,6 +84,7 @@ const (
 	WallprofProgOnFork      = "on_fork"
 	WallprofProgOnSwitch    = "on_switch"
 	WallprofProgOnSwitchIn  = "on_switch_in"
+	WallprofProgOnSysExit   = "on_sys_exit"
 	WallprofProgOnWakeup    = "on_wakeup"
 	WallprofProgOnWakeupNew = "on_wakeup_new"
 	WallprofVarFollowForks  = "follow_forks"
@@ -137,6 +141,7 @@ type WallprofProgramSpecs struct {
 	OnFork      *ebpf.ProgramSpec `ebpf:"on_fork"`
 	OnSwitch    *ebpf.ProgramSpec `ebpf:"on_switch"`
 	OnSwitchIn  *ebpf.ProgramSpec `ebpf:"on_switch_in"`
+	OnSysExit   *ebpf.ProgramSpec `ebpf:"on_sys_exit"`
 	OnWakeup    *ebpf.ProgramSpec `ebpf:"on_wakeup"`
 	OnWakeupNew *ebpf.ProgramSpec `ebpf:"on_wakeup_new"`
 }
@@ -148,6 +153,8 @@ type WallprofMapSpecs struct {
 	Events   *ebpf.MapSpec `ebpf:"events"`
 	Lost     *ebpf.MapSpec `ebpf:"lost"`
 	Pendings *ebpf.MapSpec `ebpf:"pendings"`
+	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
+	Stash    *ebpf.MapSpec `ebpf:"stash"`
 	Targets  *ebpf.MapSpec `ebpf:"targets"`
 	Threads  *ebpf.MapSpec `ebpf:"threads"`
 }
@@ -186,6 +193,8 @@ type WallprofMaps struct {
 	Events   *ebpf.Map `ebpf:"events"`
 	Lost     *ebpf.Map `ebpf:"lost"`
 	Pendings *ebpf.Map `ebpf:"pendings"`
+	Scratch  *ebpf.Map `ebpf:"scratch"`
+	Stash    *ebpf.Map `ebpf:"stash"`
 	Targets  *ebpf.Map `ebpf:"targets"`
 	Threads  *ebpf.Map `ebpf:"threads"`
 }
@@ -195,6 +204,8 @@ func (m *WallprofMaps) Close() error {
 		m.Events,
 		m.Lost,
 		m.Pendings,
+		m.Scratch,
+		m.Stash,
 		m.Targets,
 		m.Threads,
 	)
@@ -220,6 +231,7 @@ type WallprofPrograms struct {
 	OnFork      *ebpf.Program `ebpf:"on_fork"`
 	OnSwitch    *ebpf.Program `ebpf:"on_switch"`
 	OnSwitchIn  *ebpf.Program `ebpf:"on_switch_in"`
+	OnSysExit   *ebpf.Program `ebpf:"on_sys_exit"`
 	OnWakeup    *ebpf.Program `ebpf:"on_wakeup"`
 	OnWakeupNew *ebpf.Program `ebpf:"on_wakeup_new"`
 }
@@ -231,6 +243,7 @@ func (p *WallprofPrograms) Close() error {
 		p.OnFork,
 		p.OnSwitch,
 		p.OnSwitchIn,
+		p.OnSysExit,
 		p.OnWakeup,
 		p.OnWakeupNew,
 	)

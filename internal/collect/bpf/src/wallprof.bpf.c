@@ -11,13 +11,20 @@
  *
  * Stack sampling (bounded by the sampling rate, not by the switch rate):
  *   perf_event            on-CPU samples from a per-CPU cpu-clock timer.
- *   kprobe finish_task_switch
- *                         runs in the context of the thread coming back on a
- *                         CPU; its stack is still the one it blocked in. Each
- *                         thread accumulates off-CPU time per state and a stack
- *                         is taken once per sampling period of accumulated
- *                         time, weighted by whole periods (an unbiased
- *                         wall-clock sample).
+ *   off-CPU               each thread accumulates off-CPU time per state; when
+ *                         a switch-in brings a state's total past a sampling
+ *                         period, one stack is taken, weighted by the whole
+ *                         periods accumulated (an unbiased wall-clock sample).
+ *                         A thread that comes back on a CPU still has the stack
+ *                         it blocked in, but sched_switch runs in the context
+ *                         of the thread going out, so the stack is taken:
+ *                         - for a blocked thread: its kernel stack at the
+ *                           switch-in (bpf_get_task_stack), its user stack when
+ *                           it leaves the syscall it blocked in (sys_exit, or a
+ *                           kprobe on finish_task_switch where kprobes exist);
+ *                         - for a preempted thread: at the preemption, from its
+ *                           own context, kept until it runs again (preemptions
+ *                           are bounded by the scheduler tick, not by I/O).
  *   iter.s/task           at the end of a recording, stacks of threads that
  *                         are still off CPU (their open interval has no
  *                         switch-in yet).
@@ -54,8 +61,9 @@ enum {
 	LOST_USTACK,
 	LOST_SNAPSHOT,
 	LOST_THREADS,
-	LOST_PENDING,
+	LOST_PENDING, /* a due off-CPU sample was deferred */
 	LOST_EXIT,
+	LOST_STASH,
 	NLOST,
 };
 
@@ -103,8 +111,9 @@ struct exit_event {
 
 struct pending {
 	u32 tid;
-	u32 pad;
+	s32 klen;
 	u64 weight[NSTATES];
+	u64 kstack[MAX_STACK];
 };
 
 /* Set by user space before loading. */
@@ -132,6 +141,22 @@ struct {
 	__type(key, u32);
 	__type(value, struct pending);
 } pendings SEC(".maps");
+
+/* Stacks of preempted threads, taken at the preemption, keyed by TID. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, u32);
+	__type(value, struct sample_event);
+} stash SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct sample_event);
+} scratch SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -208,8 +233,69 @@ static __always_inline u8 classify(bool preempt, unsigned int prev_state)
 	return ST_OTHER;
 }
 
+/* read_user_regs fills ip/sp/bp from the thread's saved user registers. */
+static __always_inline void read_user_regs(struct task_struct *task, struct sample_event *e)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	e->ip = BPF_CORE_READ(regs, ip);
+	e->sp = BPF_CORE_READ(regs, sp);
+	e->bp = BPF_CORE_READ(regs, bp);
+}
+
+/* snapshot_current copies the user stack memory at sp, for the user-space
+ * unwinder that recovers frames the frame-pointer walk skips. */
+static __always_inline void snapshot_current(struct sample_event *e)
+{
+	e->snap_len = 0;
+	if (!e->sp)
+		return;
+	if (bpf_probe_read_user(e->snap, SNAP_BYTES, (void *)e->sp) == 0) {
+		e->snap_len = SNAP_BYTES;
+		return;
+	}
+	/* The stack may end before SNAP_BYTES: read up to the page end. */
+	u32 n = 4096 - (e->sp & 4095);
+	if (n > SNAP_BYTES)
+		n = SNAP_BYTES;
+	if (bpf_probe_read_user(e->snap, n, (void *)e->sp) == 0)
+		e->snap_len = n;
+	else
+		count_lost(LOST_SNAPSHOT);
+}
+
+/* fill_user takes the current thread's user stack, registers and snapshot. */
+static __always_inline void fill_user(void *ctx, struct sample_event *e)
+{
+	read_user_regs(bpf_get_current_task_btf(), e);
+	e->ulen = bpf_get_stack(ctx, e->ustack, sizeof(e->ustack), BPF_F_USER_STACK);
+	if (e->ulen < 0)
+		count_lost(LOST_USTACK);
+	snapshot_current(e);
+}
+
+static __always_inline void fill_header(struct sample_event *e, u32 flags)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	e->type = EV_SAMPLE;
+	e->pid = id >> 32;
+	e->tid = (u32)id;
+	e->flags = flags;
+	e->pad = 0;
+	e->ts = bpf_ktime_get_ns();
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+}
+
+static __always_inline void submit(struct sample_event *e)
+{
+	/* Wake the reader only when the ring is filling up; it also polls. */
+	u64 wake = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > (2 << 20) ? BPF_RB_FORCE_WAKEUP
+									     : BPF_RB_NO_WAKEUP;
+	bpf_ringbuf_submit(e, wake);
+}
+
 static __always_inline void emit_exit(struct tstate *st, u32 tid, u64 now)
 {
+	bpf_map_delete_elem(&stash, &tid);
 	struct exit_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count_lost(LOST_EXIT);
@@ -227,7 +313,25 @@ static __always_inline void emit_exit(struct tstate *st, u32 tid, u64 now)
 	bpf_map_delete_elem(&threads, &tid);
 }
 
-static __always_inline void switch_out(struct tstate *st, u32 tid, u64 now, bool preempt,
+/* stash_current keeps the stack of a thread being preempted (we run in its
+ * context), for a sample that its switch-in may make due. */
+static __always_inline void stash_current(void *ctx, u32 tid, u64 now)
+{
+	u32 zero = 0;
+	struct sample_event *e = bpf_map_lookup_elem(&scratch, &zero);
+	if (!e)
+		return;
+	fill_header(e, 0);
+	e->ts = now;
+	e->klen = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
+	if (e->klen < 0)
+		count_lost(LOST_KSTACK);
+	fill_user(ctx, e);
+	if (bpf_map_update_elem(&stash, &tid, e, BPF_ANY))
+		count_lost(LOST_STASH);
+}
+
+static __always_inline void switch_out(void *ctx, struct tstate *st, u32 tid, u64 now, bool preempt,
 				       unsigned int prev_state)
 {
 	u64 since = st->in_ts;
@@ -241,25 +345,81 @@ static __always_inline void switch_out(struct tstate *st, u32 tid, u64 now, bool
 	st->out_state = classify(preempt, prev_state);
 	if (prev_state & TASK_DEAD)
 		emit_exit(st, tid, now);
+	else if (st->out_state == ST_RUNNABLE)
+		stash_current(ctx, tid, now);
 }
 
-static __always_inline void add_time(struct tstate *st, struct pending *p, int i, u64 d, bool *due)
+static __always_inline void add_time(struct tstate *st, u64 *w, int i, u64 d, bool *due)
 {
 	if (!d)
 		return;
 	st->time[i] += d;
 	st->acc[i] += d;
 	if (st->acc[i] >= period_ns) {
-		u64 w = (st->acc[i] / period_ns) * period_ns;
-		st->acc[i] -= w;
-		p->weight[i] = w;
+		u64 n = (st->acc[i] / period_ns) * period_ns;
+		st->acc[i] -= n;
+		w[i] = n;
 		*due = true;
 	}
 }
 
-static __always_inline void switch_in(struct tstate *st, u32 tid, u64 now)
+static __always_inline void give_back(struct tstate *st, u64 *w)
+{
+	st->acc[ST_RUNNABLE] += w[ST_RUNNABLE];
+	st->acc[ST_SLEEPING] += w[ST_SLEEPING];
+	st->acc[ST_DISK] += w[ST_DISK];
+	st->acc[ST_OTHER] += w[ST_OTHER];
+}
+
+/* emit_stash sends the stack kept at tid's preemption, with weights w. */
+static __always_inline bool emit_stash(u32 tid, u64 out_ts, u64 *w)
+{
+	struct sample_event *st = bpf_map_lookup_elem(&stash, &tid);
+	if (!st || st->ts != out_ts)
+		return false;
+	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(LOST_RINGBUF);
+		return true; /* the weight is lost, and counted */
+	}
+	bpf_probe_read_kernel(e, sizeof(*e), st);
+#pragma unroll
+	for (int i = 0; i < NSTATES; i++)
+		e->weight[i] = w[i];
+	submit(e);
+	return true;
+}
+
+/* defer_sample leaves a due sample for next's return from the scheduler: its
+ * kernel stack now, its user stack from its own context. */
+static __always_inline void defer_sample(struct task_struct *next, u32 tid, u64 *w)
+{
+	u32 zero = 0;
+	struct pending *p = bpf_map_lookup_elem(&pendings, &zero);
+	if (!p)
+		return;
+	if (p->tid && p->tid != tid) {
+		/* The previous thread on this CPU did not come back through a
+		 * probed path, so its sample was not taken: give the time back to
+		 * its accumulator; a later switch-in samples it. */
+		u32 old = p->tid;
+		struct tstate *ost = bpf_map_lookup_elem(&threads, &old);
+		if (ost)
+			give_back(ost, p->weight);
+		count_lost(LOST_PENDING);
+	}
+	p->tid = tid;
+#pragma unroll
+	for (int i = 0; i < NSTATES; i++)
+		p->weight[i] = w[i];
+	p->klen = bpf_get_task_stack(next, p->kstack, sizeof(p->kstack), 0);
+}
+
+static __always_inline void switch_in(struct task_struct *next, struct tstate *st, u32 tid, u64 now)
 {
 	u64 d[NSTATES] = {};
+	u64 out_ts = st->out_ts;
+	bool preempted = !st->on_cpu && st->out_state == ST_RUNNABLE;
 	if (st->on_cpu) {
 		if (now > st->in_ts)
 			d[ST_RUNNABLE] = now - st->in_ts;
@@ -283,22 +443,17 @@ static __always_inline void switch_in(struct tstate *st, u32 tid, u64 now)
 	st->in_ts = now;
 	st->wake_ts = 0;
 
-	u32 zero = 0;
-	struct pending *p = bpf_map_lookup_elem(&pendings, &zero);
-	if (!p)
-		return;
-	struct pending fresh = {};
+	u64 w[NSTATES] = {};
 	bool due = false;
-	add_time(st, &fresh, ST_RUNNABLE, d[ST_RUNNABLE], &due);
-	add_time(st, &fresh, ST_SLEEPING, d[ST_SLEEPING], &due);
-	add_time(st, &fresh, ST_DISK, d[ST_DISK], &due);
-	add_time(st, &fresh, ST_OTHER, d[ST_OTHER], &due);
+	add_time(st, w, ST_RUNNABLE, d[ST_RUNNABLE], &due);
+	add_time(st, w, ST_SLEEPING, d[ST_SLEEPING], &due);
+	add_time(st, w, ST_DISK, d[ST_DISK], &due);
+	add_time(st, w, ST_OTHER, d[ST_OTHER], &due);
 	if (!due)
 		return;
-	if (p->tid)
-		count_lost(LOST_PENDING);
-	fresh.tid = tid;
-	__builtin_memcpy(p, &fresh, sizeof(fresh));
+	if (preempted && emit_stash(tid, out_ts, w))
+		return;
+	defer_sample(next, tid, w);
 }
 
 SEC("tp_btf/sched_switch")
@@ -309,11 +464,11 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	u32 tid = prev->pid;
 	struct tstate *st = lookup_thread(tid, prev->tgid, now, NEW_RUNNING);
 	if (st)
-		switch_out(st, tid, now, preempt, prev_state);
+		switch_out(ctx, st, tid, now, preempt, prev_state);
 	tid = next->pid;
 	st = lookup_thread(tid, next->tgid, now, NEW_OFF);
 	if (st)
-		switch_in(st, tid, now);
+		switch_in(next, st, tid, now);
 	return 0;
 }
 
@@ -351,67 +506,6 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	return 0;
 }
 
-/* read_user_regs fills ip/sp/bp from the thread's saved user registers. */
-static __always_inline void read_user_regs(struct task_struct *task, struct sample_event *e)
-{
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
-	e->ip = BPF_CORE_READ(regs, ip);
-	e->sp = BPF_CORE_READ(regs, sp);
-	e->bp = BPF_CORE_READ(regs, bp);
-}
-
-static __always_inline void snapshot_current(struct sample_event *e)
-{
-	e->snap_len = 0;
-	if (!e->sp)
-		return;
-	if (bpf_probe_read_user(e->snap, SNAP_BYTES, (void *)e->sp) == 0) {
-		e->snap_len = SNAP_BYTES;
-		return;
-	}
-	/* The stack may end before SNAP_BYTES: read up to the page end. */
-	u32 n = 4096 - (e->sp & 4095);
-	if (n > SNAP_BYTES)
-		n = SNAP_BYTES;
-	if (bpf_probe_read_user(e->snap, n, (void *)e->sp) == 0)
-		e->snap_len = n;
-	else
-		count_lost(LOST_SNAPSHOT);
-}
-
-static __always_inline int emit_current(void *ctx, u64 *weight, u32 flags)
-{
-	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_lost(LOST_RINGBUF);
-		return 0;
-	}
-	u64 id = bpf_get_current_pid_tgid();
-	e->type = EV_SAMPLE;
-	e->pid = id >> 32;
-	e->tid = (u32)id;
-	e->flags = flags;
-	e->pad = 0;
-	e->ts = bpf_ktime_get_ns();
-#pragma unroll
-	for (int i = 0; i < NSTATES; i++)
-		e->weight[i] = weight[i];
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
-	read_user_regs(bpf_get_current_task_btf(), e);
-	e->klen = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
-	if (e->klen < 0)
-		count_lost(LOST_KSTACK);
-	e->ulen = bpf_get_stack(ctx, e->ustack, sizeof(e->ustack), BPF_F_USER_STACK);
-	if (e->ulen < 0)
-		count_lost(LOST_USTACK);
-	snapshot_current(e);
-	/* Wake the reader only when the ring is filling up; it also polls. */
-	u64 flags_wake = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > (2 << 20) ? BPF_RB_FORCE_WAKEUP
-										    : BPF_RB_NO_WAKEUP;
-	bpf_ringbuf_submit(e, flags_wake);
-	return 0;
-}
-
 SEC("perf_event")
 int on_cpu_sample(void *ctx)
 {
@@ -419,13 +513,27 @@ int on_cpu_sample(void *ctx)
 	u32 tgid = id >> 32;
 	if ((u32)id == 0 || !bpf_map_lookup_elem(&targets, &tgid))
 		return 0;
-	u64 w[NSTATES] = {};
-	w[ST_ONCPU] = period_ns;
-	return emit_current(ctx, w, 0);
+	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(LOST_RINGBUF);
+		return 0;
+	}
+	fill_header(e, 0);
+#pragma unroll
+	for (int i = 0; i < NSTATES; i++)
+		e->weight[i] = 0;
+	e->weight[ST_ONCPU] = period_ns;
+	e->klen = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
+	if (e->klen < 0)
+		count_lost(LOST_KSTACK);
+	fill_user(ctx, e);
+	submit(e);
+	return 0;
 }
 
-SEC("kprobe/finish_task_switch")
-int on_switch_in(struct pt_regs *ctx)
+/* emit_pending takes the user stack of a thread that has come back on a CPU
+ * and made a sample due; the kernel stack was taken at the switch-in. */
+static __always_inline int emit_pending(void *ctx)
 {
 	u32 zero = 0;
 	struct pending *p = bpf_map_lookup_elem(&pendings, &zero);
@@ -434,12 +542,37 @@ int on_switch_in(struct pt_regs *ctx)
 	u32 tid = (u32)bpf_get_current_pid_tgid();
 	if (p->tid != tid)
 		return 0;
-	u64 w[NSTATES];
+	p->tid = 0;
+	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(LOST_RINGBUF);
+		return 0;
+	}
+	fill_header(e, 0);
 #pragma unroll
 	for (int i = 0; i < NSTATES; i++)
-		w[i] = p->weight[i];
-	p->tid = 0;
-	return emit_current(ctx, w, 0);
+		e->weight[i] = p->weight[i];
+	e->klen = p->klen;
+	if (e->klen < 0)
+		count_lost(LOST_KSTACK);
+	bpf_probe_read_kernel(e->kstack, sizeof(e->kstack), p->kstack);
+	fill_user(ctx, e);
+	submit(e);
+	return 0;
+}
+
+/* A blocked thread leaves the syscall it blocked in after it runs again. */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(on_sys_exit)
+{
+	return emit_pending(ctx);
+}
+
+/* Where kprobes exist, the same right at the switch-in. */
+SEC("kprobe/finish_task_switch")
+int on_switch_in(struct pt_regs *ctx)
+{
+	return emit_pending(ctx);
 }
 
 /* End of recording: the stacks of target threads that are off CPU. The

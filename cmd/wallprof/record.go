@@ -1,0 +1,481 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/wallprof/wallprof/internal/collect"
+	"github.com/wallprof/wallprof/internal/linux"
+	"github.com/wallprof/wallprof/internal/present"
+	"github.com/wallprof/wallprof/internal/profile"
+	"github.com/wallprof/wallprof/internal/symbolize"
+)
+
+const recordUsage = `Usage:
+  wallprof record [flags] -p PID
+  wallprof record [flags] -- COMMAND [ARGS...]
+
+Records a wall-clock profile: every thread's time split into on-CPU,
+runnable (waiting for a CPU) and blocked (sleeping, disk), each with its
+user and kernel stack. Off-CPU time is measured exactly from scheduler
+timestamps; stacks are sampled at -F Hz of on-CPU time and of off-CPU time.
+Recording stops after --duration, on Ctrl-C or SIGTERM, or when the target
+exits; the profile is written in every case.
+
+With -- COMMAND, the command is started under the recorder and the
+processes it forks are recorded too; when the recording stops first the
+command is sent SIGTERM.
+
+Needs root, or CAP_BPF and CAP_PERFMON, and a kernel (5.18+) with BTF.
+
+Flags:
+`
+
+type recordFlags struct {
+	pid      int
+	freq     int
+	output   string
+	duration time.Duration
+	format   string
+	quiet    bool
+}
+
+func parseRecordFlags(args []string, stderr io.Writer) (*recordFlags, []string, int) {
+	f := &recordFlags{}
+	fs := flag.NewFlagSet("record", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&f.pid, "p", 0, "record the running process `PID`")
+	fs.IntVar(&f.pid, "pid", 0, "same as -p")
+	fs.IntVar(&f.freq, "F", collect.DefaultFreq, "sampling frequency in `Hz`, for on-CPU and off-CPU stacks (1 to 20000)")
+	fs.IntVar(&f.freq, "freq", collect.DefaultFreq, "same as -F")
+	fs.StringVar(&f.output, "o", "wallprof.pb.gz", "write the profile to `FILE`")
+	fs.StringVar(&f.output, "output", "wallprof.pb.gz", "same as -o")
+	fs.DurationVar(&f.duration, "duration", 0, "stop after this long, e.g. 30s (default: until Ctrl-C or the target exits)")
+	fs.StringVar(&f.format, "format", "pprof", "output format: pprof (gzipped protobuf) or collapsed (folded stacks, nanoseconds)")
+	fs.BoolVar(&f.quiet, "q", false, "print nothing but errors")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, recordUsage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, nil, exitOK
+		}
+		return nil, nil, exitUsage
+	}
+	cmd := fs.Args()
+	switch {
+	case f.pid != 0 && len(cmd) > 0:
+		fmt.Fprintln(stderr, "wallprof record: give either -p PID or -- COMMAND, not both.")
+		return nil, nil, exitUsage
+	case f.pid == 0 && len(cmd) == 0:
+		fmt.Fprintln(stderr, "wallprof record: say what to record: -p PID for a running process, or -- COMMAND to launch one.")
+		return nil, nil, exitUsage
+	case f.pid < 0:
+		fmt.Fprintf(stderr, "wallprof record: -p %d is not a process ID.\n", f.pid)
+		return nil, nil, exitUsage
+	case f.freq < 1 || f.freq > collect.MaxFreq:
+		fmt.Fprintf(stderr, "wallprof record: -F %d is out of range: use 1 to %d Hz.\n", f.freq, collect.MaxFreq)
+		return nil, nil, exitUsage
+	case f.duration < 0:
+		fmt.Fprintln(stderr, "wallprof record: --duration must be positive.")
+		return nil, nil, exitUsage
+	case f.format != "pprof" && f.format != "collapsed":
+		fmt.Fprintf(stderr, "wallprof record: unknown --format %q: use pprof or collapsed.\n", f.format)
+		return nil, nil, exitUsage
+	}
+	return f, cmd, -1
+}
+
+// preflight returns a one-sentence explanation of why recording cannot work
+// here, or "".
+func preflight() string {
+	if err := linux.CheckPrivileges(); err != nil {
+		if errors.Is(err, linux.ErrNoPrivileges) {
+			return "recording needs root, or the CAP_BPF and CAP_PERFMON capabilities: run it with sudo."
+		}
+		return err.Error()
+	}
+	if err := linux.CheckKernel(); err != nil {
+		return fmt.Sprintf("%v; upgrade the kernel to record.", err)
+	}
+	if err := linux.CheckBTF(); err != nil {
+		return "this kernel does not expose its BTF type information (/sys/kernel/btf/vmlinux is missing): use a kernel built with CONFIG_DEBUG_INFO_BTF=y."
+	}
+	return ""
+}
+
+func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	f, cmdArgs, code := parseRecordFlags(args, stderr)
+	if code >= 0 {
+		return code
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "wallprof record: "+format+"\n", a...)
+		return exitError
+	}
+	if msg := preflight(); msg != "" {
+		return fail("%s", msg)
+	}
+	var cmdPath string
+	if len(cmdArgs) > 0 {
+		p, err := exec.LookPath(cmdArgs[0])
+		if err != nil {
+			return fail("command not found: %s.", cmdArgs[0])
+		}
+		cmdPath = p
+	} else if !linux.ProcessExists(f.pid) {
+		return fail("no process with PID %d is running.", f.pid)
+	}
+	out, err := newOutput(f.output)
+	if err != nil {
+		return fail("cannot write the profile to %s: %v.", f.output, errors.Unwrap(err))
+	}
+	defer out.abandon()
+
+	rec := &recording{flags: f, stderr: stderr, status: isTerminal(stderr) && !f.quiet}
+	if cmdPath != "" {
+		code = rec.launch(ctx, cmdPath, cmdArgs)
+	} else {
+		code = rec.attach(ctx, f.pid)
+	}
+	if code != exitOK {
+		return code
+	}
+	return rec.finish(out)
+}
+
+// output writes to a temporary file beside the target and renames it when
+// complete, so a failed run never leaves a half-written profile.
+type output struct {
+	path string
+	tmp  *os.File
+}
+
+func newOutput(path string) (*output, error) {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return nil, err
+	}
+	return &output{path: path, tmp: tmp}, nil
+}
+
+func (o *output) commit() error {
+	if err := o.tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(o.tmp.Name(), o.path); err != nil {
+		return err
+	}
+	o.tmp = nil
+	return nil
+}
+
+func (o *output) abandon() {
+	if o.tmp != nil {
+		o.tmp.Close()
+		os.Remove(o.tmp.Name())
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// recording holds the state of one 'wallprof record' run.
+type recording struct {
+	flags   *recordFlags
+	stderr  io.Writer
+	status  bool
+	session *collect.Session
+	agg     *collect.Aggregator
+	cache   *symbolize.Cache
+	result  *collect.Result
+	command string
+	notes   []string
+	stopped time.Time
+}
+
+func (r *recording) newSession(pid int, follow bool) error {
+	r.cache = symbolize.NewCache()
+	r.agg = collect.NewAggregator(func(pid int) (collect.ProcessResolver, error) {
+		return r.cache.NewProcess(pid)
+	})
+	s, err := collect.Open(collect.Plan{PIDs: []int{pid}, FollowForks: follow, Freq: r.flags.freq, Duration: r.flags.duration})
+	if err != nil {
+		return err
+	}
+	r.session = s
+	return nil
+}
+
+func (r *recording) openError(err error) int {
+	if collect.IsPermission(err) {
+		fmt.Fprintf(r.stderr, "wallprof record: the kernel refused to load or attach the BPF program (%v): run as root, or check that kernel.unprivileged_bpf_disabled and lockdown allow BPF tracing.\n", err)
+	} else {
+		fmt.Fprintf(r.stderr, "wallprof record: cannot start recording: %v.\n", err)
+	}
+	return exitError
+}
+
+// attach records an already running process.
+func (r *recording) attach(ctx context.Context, pid int) int {
+	if err := r.newSession(pid, false); err != nil {
+		return r.openError(err)
+	}
+	r.command = cmdline(pid)
+	// Read the process's mappings now, while it certainly exists.
+	r.agg.Resolver(uint32(pid))
+	if err := r.session.AddTarget(pid, r.session.StartNs()); err != nil {
+		r.session.Close()
+		if !linux.ProcessExists(pid) {
+			fmt.Fprintf(r.stderr, "wallprof record: process %d exited before recording started.\n", pid)
+			return exitError
+		}
+		return r.openError(err)
+	}
+	exited := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		_ = linux.WaitExit(pid, done)
+		close(exited)
+	}()
+	go r.session.Run(r.agg.Add)
+	why := r.wait(ctx, exited)
+	close(done)
+	if why == stopExited {
+		r.notes = append(r.notes, fmt.Sprintf("target process %d exited during the recording", pid))
+	}
+	return r.stop(why)
+}
+
+// launch starts a command under the recorder. The command is held at a gate
+// (a shell waiting on a pipe) until the recorder is attached to its PID, then
+// exec'ed in place, so not one instruction of it runs unrecorded.
+func (r *recording) launch(ctx context.Context, path string, args []string) int {
+	gateR, gateW, err := os.Pipe()
+	if err != nil {
+		fmt.Fprintf(r.stderr, "wallprof record: %v.\n", err)
+		return exitError
+	}
+	script := `read -r _ <&3; exec 3<&-; exec "$0" "$@"`
+	cmd := exec.Command("/bin/sh", append([]string{"-c", script, path}, args[1:]...)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.ExtraFiles = []*os.File{gateR}
+	if err := cmd.Start(); err != nil {
+		gateR.Close()
+		gateW.Close()
+		fmt.Fprintf(r.stderr, "wallprof record: cannot start %s: %v.\n", path, err)
+		return exitError
+	}
+	gateR.Close()
+	r.command = strings.Join(args, " ")
+	pid := cmd.Process.Pid
+	abort := func(code int) int {
+		_ = cmd.Process.Kill()
+		gateW.Close()
+		_ = cmd.Wait()
+		return code
+	}
+	if err := r.newSession(pid, true); err != nil {
+		return abort(r.openError(err))
+	}
+	if err := r.session.AddTarget(pid, linux.Monotonic()); err != nil {
+		r.session.Close()
+		return abort(r.openError(err))
+	}
+	go r.session.Run(r.agg.Add)
+	gateW.Write([]byte("\n"))
+	gateW.Close()
+
+	exited := make(chan struct{})
+	var waitErr error
+	go func() {
+		waitErr = cmd.Wait()
+		close(exited)
+	}()
+	why := r.wait(ctx, exited)
+	if why != stopExited {
+		// Stop recording first so the profile is complete, then end the command.
+		code := r.stop(why)
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		return code
+	}
+	if waitErr != nil {
+		r.notes = append(r.notes, fmt.Sprintf("command %s: %v", filepath.Base(path), waitErr))
+	}
+	return r.stop(why)
+}
+
+type stopReason int
+
+const (
+	stopSignal stopReason = iota
+	stopDuration
+	stopExited
+)
+
+// wait blocks until the recording should stop, showing a status line on a
+// terminal.
+func (r *recording) wait(ctx context.Context, exited <-chan struct{}) stopReason {
+	var timeout <-chan time.Time
+	if r.flags.duration > 0 {
+		t := time.NewTimer(r.flags.duration)
+		defer t.Stop()
+		timeout = t.C
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	start := time.Now()
+	defer func() {
+		if r.status {
+			fmt.Fprint(r.stderr, "\r\033[K")
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return stopSignal
+		case <-timeout:
+			return stopDuration
+		case <-exited:
+			return stopExited
+		case <-tick.C:
+			if r.status {
+				n, lost := r.session.Counts()
+				fmt.Fprintf(r.stderr, "\r\033[Kwallprof: recording %s · %d samples · %d lost · Ctrl-C to stop",
+					time.Since(start).Round(time.Second), n, lost)
+			}
+		}
+	}
+}
+
+func (r *recording) stop(why stopReason) int {
+	res, err := r.session.Stop()
+	r.stopped = time.Now()
+	if err != nil {
+		fmt.Fprintf(r.stderr, "wallprof record: %v.\n", err)
+		return exitError
+	}
+	r.result = res
+	return exitOK
+}
+
+func (r *recording) finish(out *output) int {
+	defer r.cache.Close()
+	kernel, err := symbolize.LoadKernel()
+	var kr collect.KernelResolver
+	if err == nil {
+		kr = kernel
+	} else {
+		r.notes = append(r.notes, fmt.Sprintf("kernel frames are not symbolized: %v", err))
+	}
+	p := collect.Build(r.result, r.agg, kr, r.command)
+	p.Notes = append(p.Notes, r.notes...)
+	if err := r.write(out, p); err != nil {
+		fmt.Fprintf(r.stderr, "wallprof record: cannot write the profile to %s: %v.\n", r.flags.output, err)
+		return exitError
+	}
+	if !r.flags.quiet {
+		r.summary(p)
+	}
+	return exitOK
+}
+
+func (r *recording) write(out *output, p *profile.Profile) error {
+	var err error
+	if r.flags.format == "collapsed" {
+		err = present.WriteCollapsed(out.tmp, p, present.CollapsedOptions{})
+	} else {
+		err = present.WritePprof(out.tmp, p)
+	}
+	if err != nil {
+		return err
+	}
+	return out.commit()
+}
+
+func (r *recording) summary(p *profile.Profile) {
+	w := r.stderr
+	for _, n := range r.notes {
+		fmt.Fprintf(w, "wallprof: %s\n", n)
+	}
+	nsamples := 0
+	for _, t := range p.Threads {
+		nsamples += t.Samples
+	}
+	fmt.Fprintf(w, "wallprof: recorded %s of %q: %d threads, %d stack samples, lost events: %s\n",
+		p.Duration.Round(time.Millisecond), p.Command, len(p.Threads), nsamples, lostSummary(p.Lost))
+	if c := p.Cost; c != nil {
+		fmt.Fprintf(w, "wallprof: cost: profiler CPU %s (%s of target CPU), BPF %s (%s) in %d program runs\n",
+			c.ProfilerCPU.Round(time.Microsecond), pct(c.ProfilerCPU, c.TargetCPU),
+			c.BPFRunTime.Round(time.Microsecond), pct(c.BPFRunTime, c.TargetCPU), c.BPFRunCount)
+	}
+	size := int64(0)
+	if fi, err := os.Stat(r.flags.output); err == nil {
+		size = fi.Size()
+	}
+	fmt.Fprintf(w, "wallprof: wrote %s (%s, %d bytes) %s after the recording ended; peak memory %d MiB\n",
+		r.flags.output, r.flags.format, size, time.Since(r.stopped).Round(time.Millisecond), linux.MaxRSS()>>20)
+}
+
+func pct(a, b time.Duration) string {
+	if b <= 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f%%", 100*float64(a)/float64(b))
+}
+
+func lostSummary(lost map[string]uint64) string {
+	if len(lost) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, k := range sortedKeys(lost) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, lost[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sortedKeys(m map[string]uint64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	for i := 1; i < len(keys); i++ {
+		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+		}
+	}
+	return keys
+}
+
+// cmdline reads a process's command line for the profile's header.
+func cmdline(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || len(b) == 0 {
+		return fmt.Sprintf("pid %d", pid)
+	}
+	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+}
