@@ -1,0 +1,284 @@
+package present
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wallprof/wallprof/internal/profile"
+)
+
+// The wallprof comment format, version 1.
+//
+// pprof has no fields for what wallprof measures besides stacks, so
+// WritePprof stores it in the profile's comments, one record per comment,
+// each a single line:
+//
+//	wallprof:v1 <kind> <fields>
+//
+// Fields are key=value pairs separated by single spaces. A value is either a
+// bare token (no spaces, quotes or '=') or a Go double-quoted string
+// (strconv.Quote). Durations are integer nanoseconds. The kinds are:
+//
+//	wallprof:v1 command "<command line>"
+//	wallprof:v1 thread pid=<n> tid=<n> name="<comm>" start=<ns> end=<ns> exited=<bool> on-cpu=<ns> runnable=<ns> sleeping=<ns> disk=<ns> other=<ns> samples=<n>
+//	wallprof:v1 lost cause=<cause> n=<count>
+//	wallprof:v1 cost profiler_cpu=<ns> bpf_run=<ns> bpf_runs=<n> target_cpu=<ns>
+//	wallprof:v1 kernel mapping=<mapping id>
+//	wallprof:v1 note "<text>"
+//
+// command and note take one quoted string instead of fields. "kernel" marks
+// a kernel mapping whose file name does not start with "[kernel.kallsyms]"
+// (those are recognised by name). Readers ignore unknown kinds and unknown
+// keys, so fields can be added within v1; an incompatible change bumps the
+// version, and a reader refuses versions it does not know.
+//
+// Comments without the "wallprof:" prefix are for people (`go tool pprof
+// -comments`) and are regenerated on every write.
+const (
+	commentPrefix  = "wallprof:"
+	commentVersion = "v1"
+	commentLead    = commentPrefix + commentVersion + " "
+)
+
+// encodeComments returns the human-readable and the wallprof comments for p.
+func encodeComments(p *profile.Profile) []string {
+	var human, rec []string
+	if p.Command != "" {
+		human = append(human, "command: "+oneLine(p.Command))
+		rec = append(rec, commentLead+"command "+strconv.Quote(p.Command))
+	}
+	human = append(human, "lost events: "+lostSummary(p.Lost))
+	for _, c := range sortedCauses(p.Lost) {
+		rec = append(rec, fmt.Sprintf("%slost cause=%s n=%d", commentLead, token(c), p.Lost[c]))
+	}
+	if c := p.Cost; c != nil {
+		human = append(human, fmt.Sprintf("wallprof cost: profiler CPU %s, BPF run time %s in %d runs, target CPU %s",
+			fmtDur(int64(c.ProfilerCPU)), fmtDur(int64(c.BPFRunTime)), c.BPFRunCount, fmtDur(int64(c.TargetCPU))))
+		rec = append(rec, fmt.Sprintf("%scost profiler_cpu=%d bpf_run=%d bpf_runs=%d target_cpu=%d",
+			commentLead, int64(c.ProfilerCPU), int64(c.BPFRunTime), c.BPFRunCount, int64(c.TargetCPU)))
+	}
+	for _, m := range p.Mappings {
+		if m != nil && m.Kernel && !isKernelFile(m.File) {
+			rec = append(rec, fmt.Sprintf("%skernel mapping=%d", commentLead, m.ID))
+		}
+	}
+	for _, t := range p.Threads {
+		if t == nil {
+			continue
+		}
+		rec = append(rec, fmt.Sprintf("%sthread pid=%d tid=%d name=%s start=%d end=%d exited=%t on-cpu=%d runnable=%d sleeping=%d disk=%d other=%d samples=%d",
+			commentLead, t.PID, t.TID, strconv.Quote(t.Name), int64(t.Start), int64(t.End), t.Exited,
+			int64(t.Time[profile.OnCPU]), int64(t.Time[profile.Runnable]), int64(t.Time[profile.Sleeping]),
+			int64(t.Time[profile.Disk]), int64(t.Time[profile.Other]), t.Samples))
+	}
+	for _, n := range p.Notes {
+		human = append(human, "note: "+oneLine(n))
+		rec = append(rec, commentLead+"note "+strconv.Quote(n))
+	}
+	return append(human, rec...)
+}
+
+// commentState collects what decodeComment finds.
+type commentState struct {
+	found          bool // at least one wallprof record
+	command        string
+	threads        []*profile.Thread
+	lost           map[string]uint64
+	cost           *profile.Cost
+	notes          []string
+	kernelMappings map[uint64]bool
+}
+
+// decodeComment parses one comment. Comments that are not wallprof records
+// are returned as other=true.
+func (st *commentState) decodeComment(c string) (other bool, err error) {
+	if !strings.HasPrefix(c, commentPrefix) {
+		return true, nil
+	}
+	rest := c[len(commentPrefix):]
+	version, rest, _ := strings.Cut(rest, " ")
+	if version != commentVersion {
+		return false, fmt.Errorf("it was written by a newer wallprof (comment format %q, this version reads %q)", version, commentVersion)
+	}
+	st.found = true
+	kind, rest, _ := strings.Cut(rest, " ")
+	switch kind {
+	case "command", "note":
+		s, err := strconv.Unquote(rest)
+		if err != nil {
+			return false, fmt.Errorf("bad wallprof %s comment %q: %v", kind, c, err)
+		}
+		if kind == "command" {
+			st.command = s
+		} else {
+			st.notes = append(st.notes, s)
+		}
+		return false, nil
+	}
+	f, err := parseFields(rest)
+	if err != nil {
+		return false, fmt.Errorf("bad wallprof %s comment %q: %v", kind, c, err)
+	}
+	switch kind {
+	case "thread":
+		st.threads = append(st.threads, f.thread())
+	case "lost":
+		if st.lost == nil {
+			st.lost = map[string]uint64{}
+		}
+		st.lost[f.str("cause")] += f.uint("n")
+	case "cost":
+		st.cost = &profile.Cost{
+			ProfilerCPU: f.dur("profiler_cpu"),
+			BPFRunTime:  f.dur("bpf_run"),
+			BPFRunCount: f.uint("bpf_runs"),
+			TargetCPU:   f.dur("target_cpu"),
+		}
+	case "kernel":
+		if st.kernelMappings == nil {
+			st.kernelMappings = map[uint64]bool{}
+		}
+		st.kernelMappings[f.uint("mapping")] = true
+	}
+	if f.err != nil {
+		return false, fmt.Errorf("bad wallprof %s comment %q: %v", kind, c, f.err)
+	}
+	return false, nil
+}
+
+// fields are the key=value pairs of one record; the first conversion error
+// is kept in err.
+type fields struct {
+	kv  map[string]string
+	err error
+}
+
+func parseFields(s string) (*fields, error) {
+	f := &fields{kv: map[string]string{}}
+	for s != "" {
+		key, rest, ok := strings.Cut(s, "=")
+		if !ok || key == "" || strings.ContainsAny(key, " \"") {
+			return nil, fmt.Errorf("expected key=value at %q", s)
+		}
+		var val string
+		if strings.HasPrefix(rest, `"`) {
+			q, err := strconv.QuotedPrefix(rest)
+			if err != nil {
+				return nil, fmt.Errorf("bad quoted value for %s", key)
+			}
+			val, _ = strconv.Unquote(q)
+			rest = rest[len(q):]
+		} else {
+			i := strings.IndexByte(rest, ' ')
+			if i < 0 {
+				i = len(rest)
+			}
+			val, rest = rest[:i], rest[i:]
+		}
+		if rest != "" {
+			if rest[0] != ' ' {
+				return nil, fmt.Errorf("expected a space after %s", key)
+			}
+			rest = rest[1:]
+		}
+		f.kv[key] = val
+		s = rest
+	}
+	return f, nil
+}
+
+func (f *fields) str(k string) string { return f.kv[k] }
+
+func (f *fields) int(k string) int64 {
+	v, ok := f.kv[k]
+	if !ok {
+		return 0
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil && f.err == nil {
+		f.err = fmt.Errorf("%s=%q is not an integer", k, v)
+	}
+	return n
+}
+
+func (f *fields) uint(k string) uint64 {
+	v, ok := f.kv[k]
+	if !ok {
+		return 0
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil && f.err == nil {
+		f.err = fmt.Errorf("%s=%q is not a non-negative integer", k, v)
+	}
+	return n
+}
+
+func (f *fields) dur(k string) time.Duration { return time.Duration(f.int(k)) }
+
+func (f *fields) bool(k string) bool {
+	v, ok := f.kv[k]
+	if !ok {
+		return false
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil && f.err == nil {
+		f.err = fmt.Errorf("%s=%q is not a boolean", k, v)
+	}
+	return b
+}
+
+func (f *fields) thread() *profile.Thread {
+	t := &profile.Thread{
+		PID:     int(f.int("pid")),
+		TID:     int(f.int("tid")),
+		Name:    f.str("name"),
+		Start:   f.dur("start"),
+		End:     f.dur("end"),
+		Exited:  f.bool("exited"),
+		Samples: int(f.int("samples")),
+	}
+	for s := profile.State(0); s < profile.NumStates; s++ {
+		t.Time[s] = f.dur(s.String())
+	}
+	return t
+}
+
+// token returns s as a field value: bare when that is unambiguous, quoted
+// otherwise.
+func token(s string) string {
+	if s == "" || strings.ContainsAny(s, " \"=\\") || strings.IndexFunc(s, func(r rune) bool { return r < 0x21 || r > 0x7e }) >= 0 {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+func sortedCauses(lost map[string]uint64) []string {
+	causes := make([]string, 0, len(lost))
+	for c := range lost {
+		causes = append(causes, c)
+	}
+	sort.Strings(causes)
+	return causes
+}
+
+// lostSummary is "none" or "cause=n, cause=n" sorted by cause.
+func lostSummary(lost map[string]uint64) string {
+	var parts []string
+	for _, c := range sortedCauses(lost) {
+		parts = append(parts, fmt.Sprintf("%s=%d", c, lost[c]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func isKernelFile(f string) bool { return strings.HasPrefix(f, kernelFile) }
+
+// oneLine replaces line breaks so that s prints on one line.
+func oneLine(s string) string {
+	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s)
+}

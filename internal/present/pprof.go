@@ -1,0 +1,320 @@
+package present
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	pprof "github.com/google/pprof/profile"
+
+	"github.com/wallprof/wallprof/internal/profile"
+)
+
+// kernelFile is the file name of the kernel mapping, as perf writes it.
+const kernelFile = "[kernel.kallsyms]"
+
+// Sample label keys written on every sample. Sample.Labels may not use them.
+const (
+	labelPID    = "pid"
+	labelTID    = "tid"
+	labelThread = "thread"
+	labelState  = "state"
+)
+
+// WritePprof writes p as a gzip-compressed pprof protobuf.
+//
+// Sample types are, in order, wall/nanoseconds (the default), cpu/nanoseconds
+// and offcpu/nanoseconds; each sample's values are its Value split by its
+// State. Every sample carries numeric labels pid and tid and string labels
+// thread and state, plus its own Labels. Everything pprof has no field for
+// is stored in "wallprof:v1" comments (see comments.go). The output depends
+// only on p: the same profile gives the same bytes.
+func WritePprof(w io.Writer, p *profile.Profile) error {
+	pp, err := toPprof(p)
+	if err != nil {
+		return fmt.Errorf("write pprof: %w", err)
+	}
+	if err := pp.CheckValid(); err != nil {
+		return fmt.Errorf("write pprof: invalid profile: %w", err)
+	}
+	// pprof's gzip writer leaves the header's modification time at zero, so
+	// the bytes are reproducible.
+	if err := pp.Write(w); err != nil {
+		return fmt.Errorf("write pprof: %w", err)
+	}
+	return nil
+}
+
+// toPprof converts p to the pprof model.
+func toPprof(p *profile.Profile) (*pprof.Profile, error) {
+	if p == nil {
+		return nil, fmt.Errorf("nil profile")
+	}
+	pp := &pprof.Profile{
+		SampleType: []*pprof.ValueType{
+			{Type: Wall.String(), Unit: "nanoseconds"},
+			{Type: CPU.String(), Unit: "nanoseconds"},
+			{Type: OffCPU.String(), Unit: "nanoseconds"},
+		},
+		DefaultSampleType: Wall.String(),
+		PeriodType:        &pprof.ValueType{Type: Wall.String(), Unit: "nanoseconds"},
+		Period:            p.Period,
+		DurationNanos:     int64(p.Duration),
+		Comments:          encodeComments(p),
+	}
+	if !p.Start.IsZero() {
+		pp.TimeNanos = p.Start.UnixNano()
+	}
+	mappings := make(map[*profile.Mapping]*pprof.Mapping, len(p.Mappings))
+	for _, m := range p.Mappings {
+		if m == nil {
+			return nil, fmt.Errorf("nil mapping")
+		}
+		file := m.File
+		if m.Kernel && file == "" {
+			file = kernelFile
+		}
+		pm := &pprof.Mapping{
+			ID: m.ID, Start: m.Start, Limit: m.Limit, Offset: m.Offset,
+			File: file, BuildID: m.BuildID,
+			// Frames are symbolized already: pprof must not try again.
+			HasFunctions: true, HasFilenames: true, HasLineNumbers: true, HasInlineFrames: true,
+		}
+		mappings[m] = pm
+		pp.Mapping = append(pp.Mapping, pm)
+	}
+	locs, err := pprofLocations(pp, p.Locs, mappings)
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range p.Samples {
+		ps, err := pprofSample(s, locs)
+		if err != nil {
+			return nil, fmt.Errorf("sample %d: %w", i, err)
+		}
+		pp.Sample = append(pp.Sample, ps)
+	}
+	return pp, nil
+}
+
+// pprofLocations converts locs, adding them and their functions to pp.
+// Functions are deduplicated by (name, file).
+func pprofLocations(pp *pprof.Profile, locs []*profile.Location, mappings map[*profile.Mapping]*pprof.Mapping) (map[*profile.Location]*pprof.Location, error) {
+	type funcKey struct{ name, file string }
+	funcs := map[funcKey]*pprof.Function{}
+	out := make(map[*profile.Location]*pprof.Location, len(locs))
+	for _, l := range locs {
+		if l == nil {
+			return nil, fmt.Errorf("nil location")
+		}
+		pl := &pprof.Location{ID: l.ID, Address: l.Address}
+		if l.Mapping != nil {
+			pl.Mapping = mappings[l.Mapping]
+			if pl.Mapping == nil {
+				return nil, fmt.Errorf("location %d: its mapping %d is not in Profile.Mappings", l.ID, l.Mapping.ID)
+			}
+		}
+		for _, f := range l.Frames {
+			k := funcKey{f.Function, f.File}
+			fn := funcs[k]
+			if fn == nil {
+				fn = &pprof.Function{ID: uint64(len(pp.Function) + 1), Name: f.Function, SystemName: f.Function, Filename: f.File}
+				funcs[k] = fn
+				pp.Function = append(pp.Function, fn)
+			}
+			pl.Line = append(pl.Line, pprof.Line{Function: fn, Line: int64(f.Line)})
+		}
+		out[l] = pl
+		pp.Location = append(pp.Location, pl)
+	}
+	return out, nil
+}
+
+func pprofSample(s *profile.Sample, locs map[*profile.Location]*pprof.Location) (*pprof.Sample, error) {
+	if s == nil {
+		return nil, fmt.Errorf("nil sample")
+	}
+	if s.State >= profile.NumStates {
+		return nil, fmt.Errorf("unknown state %d", s.State)
+	}
+	ps := &pprof.Sample{
+		Value:    []int64{Wall.of(s), CPU.of(s), OffCPU.of(s)},
+		NumLabel: map[string][]int64{labelPID: {int64(s.PID)}, labelTID: {int64(s.TID)}},
+		Label:    map[string][]string{labelThread: {s.Thread}, labelState: {s.State.String()}},
+	}
+	for k, v := range s.Labels {
+		switch k {
+		case labelPID, labelTID, labelThread, labelState:
+			return nil, fmt.Errorf("label key %q is reserved", k)
+		}
+		ps.Label[k] = []string{v}
+	}
+	for _, l := range s.Stack {
+		pl := locs[l]
+		if pl == nil {
+			if l == nil {
+				return nil, fmt.Errorf("nil location in stack")
+			}
+			return nil, fmt.Errorf("stack location %d is not in Profile.Locs", l.ID)
+		}
+		ps.Location = append(ps.Location, pl)
+	}
+	return ps, nil
+}
+
+// fromPprof converts a parsed pprof profile to the model. name is used in
+// errors and notes only.
+func fromPprof(pp *pprof.Profile) (*profile.Profile, error) {
+	var st commentState
+	var foreignComments []string
+	for _, c := range pp.Comments {
+		other, err := st.decodeComment(c)
+		if err != nil {
+			return nil, err
+		}
+		if other {
+			foreignComments = append(foreignComments, c)
+		}
+	}
+	vi, scale, err := pickValue(pp)
+	if err != nil {
+		return nil, err
+	}
+	p := &profile.Profile{
+		Duration: time.Duration(pp.DurationNanos),
+		Command:  st.command,
+		Threads:  st.threads,
+		Lost:     st.lost,
+		Cost:     st.cost,
+		Notes:    st.notes,
+	}
+	if pp.TimeNanos != 0 {
+		p.Start = time.Unix(0, pp.TimeNanos).UTC()
+	}
+	if pt := pp.PeriodType; pt != nil {
+		if s, ok := timeUnits[pt.Unit]; ok {
+			p.Period = pp.Period * s
+		}
+	}
+	defState := profile.Other
+	if pp.SampleType[vi].Type == CPU.String() {
+		defState = profile.OnCPU
+	}
+	if !st.found {
+		p.Notes = append(foreignComments, foreignNote(pp, vi))
+	}
+	locs := modelLocations(p, pp, st.kernelMappings)
+	for _, s := range pp.Sample {
+		p.Samples = append(p.Samples, modelSample(s, locs, vi, scale, defState))
+	}
+	return p, nil
+}
+
+// timeUnits maps pprof time units to nanoseconds.
+var timeUnits = map[string]int64{"nanoseconds": 1, "microseconds": 1e3, "milliseconds": 1e6, "seconds": 1e9}
+
+// pickValue chooses the sample value to read: wall, else cpu, else the
+// default sample type, else the first sample type measured in time.
+func pickValue(pp *pprof.Profile) (index int, scale int64, err error) {
+	index = -1
+	for _, want := range []string{Wall.String(), CPU.String(), pp.DefaultSampleType} {
+		for i, st := range pp.SampleType {
+			if _, ok := timeUnits[st.Unit]; ok && st.Type == want && index < 0 {
+				index = i
+			}
+		}
+	}
+	for i, st := range pp.SampleType {
+		if _, ok := timeUnits[st.Unit]; ok && index < 0 {
+			index = i
+		}
+	}
+	if index < 0 {
+		var types []string
+		for _, st := range pp.SampleType {
+			types = append(types, st.Type+"/"+st.Unit)
+		}
+		return 0, 0, fmt.Errorf("it has no sample type measured in time (it has %v), and wallprof reads time profiles", types)
+	}
+	return index, timeUnits[pp.SampleType[index].Unit], nil
+}
+
+func foreignNote(pp *pprof.Profile, vi int) string {
+	st := pp.SampleType[vi]
+	n := fmt.Sprintf("read from a pprof profile not written by wallprof, using its %s/%s values; thread times and lost events are unknown", st.Type, st.Unit)
+	if st.Type == CPU.String() {
+		return n + "; all time is on-CPU"
+	}
+	return n + "; without state labels, time is counted as state other"
+}
+
+// modelLocations adds pp's mappings and locations to p.
+func modelLocations(p *profile.Profile, pp *pprof.Profile, kernel map[uint64]bool) map[*pprof.Location]*profile.Location {
+	mappings := make(map[*pprof.Mapping]*profile.Mapping, len(pp.Mapping))
+	for _, pm := range pp.Mapping {
+		m := &profile.Mapping{
+			ID: pm.ID, Start: pm.Start, Limit: pm.Limit, Offset: pm.Offset,
+			File: pm.File, BuildID: pm.BuildID,
+			Kernel: isKernelFile(pm.File) || kernel[pm.ID],
+		}
+		mappings[pm] = m
+		p.Mappings = append(p.Mappings, m)
+	}
+	locs := make(map[*pprof.Location]*profile.Location, len(pp.Location))
+	for _, pl := range pp.Location {
+		l := &profile.Location{ID: pl.ID, Address: pl.Address}
+		if pl.Mapping != nil {
+			l.Mapping = mappings[pl.Mapping]
+		}
+		for _, ln := range pl.Line {
+			f := profile.Frame{Line: int(ln.Line)}
+			if ln.Function != nil {
+				f.Function, f.File = ln.Function.Name, ln.Function.Filename
+			}
+			l.Frames = append(l.Frames, f)
+		}
+		locs[pl] = l
+		p.Locs = append(p.Locs, l)
+	}
+	return locs
+}
+
+func modelSample(ps *pprof.Sample, locs map[*pprof.Location]*profile.Location, vi int, scale int64, defState profile.State) *profile.Sample {
+	s := &profile.Sample{
+		Value: ps.Value[vi] * scale,
+		State: defState,
+		PID:   int(firstNum(ps.NumLabel[labelPID])),
+		TID:   int(firstNum(ps.NumLabel[labelTID])),
+	}
+	for k, vs := range ps.Label {
+		if len(vs) == 0 {
+			continue
+		}
+		switch k {
+		case labelThread:
+			s.Thread = vs[0]
+		case labelState:
+			if st, ok := profile.ParseState(vs[0]); ok {
+				s.State = st
+			}
+		default:
+			if s.Labels == nil {
+				s.Labels = map[string]string{}
+			}
+			s.Labels[k] = vs[0]
+		}
+	}
+	for _, pl := range ps.Location {
+		if l := locs[pl]; l != nil {
+			s.Stack = append(s.Stack, l)
+		}
+	}
+	return s
+}
+
+func firstNum(v []int64) int64 {
+	if len(v) == 0 {
+		return 0
+	}
+	return v[0]
+}

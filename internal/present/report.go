@@ -1,0 +1,274 @@
+package present
+
+import (
+	"math"
+	"sort"
+	"time"
+
+	"github.com/wallprof/wallprof/internal/profile"
+)
+
+// ReportOptions configures WriteReport.
+type ReportOptions struct {
+	Top  int  // functions listed per table; 0 means 20, negative means all
+	JSON bool // write the Report as JSON instead of text
+}
+
+// DefaultTop is the number of functions listed when ReportOptions.Top is 0.
+const DefaultTop = 20
+
+// ReportFormat identifies the JSON report's schema. Fields are only added
+// within a version; renaming or removing one bumps it.
+const ReportFormat = "wallprof-report/v1"
+
+// Report is the data of `wallprof report`, and the schema of its JSON form.
+// Times are integer nanoseconds, percentages are rounded to 0.01.
+type Report struct {
+	Format      string  `json:"format"`          // ReportFormat
+	Command     string  `json:"command"`         // the profiled command, "" if unknown
+	Start       string  `json:"start,omitempty"` // RFC 3339 UTC start of the recording
+	DurationNS  int64   `json:"duration_ns"`     // length of the recording
+	PeriodNS    int64   `json:"period_ns"`       // sampling period, 0 if unknown
+	FrequencyHz float64 `json:"frequency_hz"`    // 1e9/period_ns, 0 if unknown
+	Samples     int     `json:"samples"`         // number of samples in the profile
+	// States are the totals for "wall" then each state (on-cpu, runnable,
+	// sleeping, disk, other).
+	States []StateTotal `json:"states"`
+	// Lost counts lost events by cause; empty when none were lost.
+	Lost  map[string]uint64 `json:"lost"`
+	Cost  *CostReport       `json:"cost"`  // null when the profiler's cost is unknown
+	Notes []string          `json:"notes"` // remarks recorded with the profile
+	// Top are the top functions by weight: "wall", "cpu", "offcpu".
+	Top []TopTable `json:"top"`
+	// Threads are sorted by wall time, longest first, then by tid. Empty
+	// when the profile has no exact thread totals (a foreign pprof file).
+	Threads []ThreadRow `json:"threads"`
+}
+
+// StateTotal is the time spent in one state, as sampled (the sum of sample
+// values) and as measured (the sum of the threads' exact totals).
+type StateTotal struct {
+	State           string  `json:"state"` // "wall" or a state name
+	SampledNS       int64   `json:"sampled_ns"`
+	SampledPercent  float64 `json:"sampled_percent"`  // of sampled wall time
+	MeasuredNS      int64   `json:"measured_ns"`      // 0 when there are no threads
+	MeasuredPercent float64 `json:"measured_percent"` // of measured wall time
+}
+
+// CostReport is wallprof's own cost, relative to the target's CPU time.
+type CostReport struct {
+	ProfilerCPUNS      int64   `json:"profiler_cpu_ns"`
+	ProfilerCPUPercent float64 `json:"profiler_cpu_percent"` // of target_cpu_ns; 0 if that is 0
+	BPFRunNS           int64   `json:"bpf_run_ns"`
+	BPFRunPercent      float64 `json:"bpf_run_percent"` // of target_cpu_ns; 0 if that is 0
+	BPFRuns            uint64  `json:"bpf_runs"`
+	TargetCPUNS        int64   `json:"target_cpu_ns"`
+}
+
+// TopTable lists the functions with the most time under one weight, like
+// `pprof -top`: flat is time with the function at the leaf, cum is time
+// with it anywhere on the stack (counted once per sample, however deep the
+// recursion).
+type TopTable struct {
+	Weight    string    `json:"weight"` // "wall", "cpu" or "offcpu"
+	TotalNS   int64     `json:"total_ns"`
+	Functions int       `json:"functions"` // distinct functions with time, listed or not
+	Rows      []FuncRow `json:"rows"`      // sorted by flat, then cum, then name
+}
+
+// FuncRow is one function in a TopTable. Percentages are of TotalNS.
+type FuncRow struct {
+	Name        string  `json:"name"`
+	FlatNS      int64   `json:"flat_ns"`
+	FlatPercent float64 `json:"flat_percent"`
+	SumPercent  float64 `json:"sum_percent"` // flat_percent of this row and those above
+	CumNS       int64   `json:"cum_ns"`
+	CumPercent  float64 `json:"cum_percent"`
+}
+
+// ThreadRow is one thread's exact totals.
+type ThreadRow struct {
+	PID             int     `json:"pid"`
+	TID             int     `json:"tid"`
+	Name            string  `json:"name"`
+	WallNS          int64   `json:"wall_ns"`        // lifetime within the recording (accounted time if unknown)
+	AccountedNS     int64   `json:"accounted_ns"`   // on-CPU + runnable + blocked
+	OnCPUPercent    float64 `json:"on_cpu_percent"` // this and the following: of accounted_ns
+	RunnablePercent float64 `json:"runnable_percent"`
+	SleepingPercent float64 `json:"sleeping_percent"`
+	DiskPercent     float64 `json:"disk_percent"`
+	OtherPercent    float64 `json:"other_percent"`
+	Samples         int     `json:"samples"`
+	Exited          bool    `json:"exited"`
+}
+
+// NewReport computes the report of p, listing top functions per weight
+// (DefaultTop if top is 0, all if negative).
+func NewReport(p *profile.Profile, top int) *Report {
+	if top == 0 {
+		top = DefaultTop
+	}
+	r := &Report{
+		Format:     ReportFormat,
+		Command:    p.Command,
+		DurationNS: int64(p.Duration),
+		PeriodNS:   p.Period,
+		Samples:    len(p.Samples),
+		Lost:       map[string]uint64{},
+		Notes:      append([]string{}, p.Notes...),
+		Threads:    []ThreadRow{},
+	}
+	if !p.Start.IsZero() {
+		r.Start = p.Start.UTC().Format(time.RFC3339Nano)
+	}
+	if p.Period > 0 {
+		r.FrequencyHz = round2(1e9 / float64(p.Period))
+	}
+	for k, v := range p.Lost {
+		if v != 0 {
+			r.Lost[k] = v
+		}
+	}
+	r.States = stateTotals(p)
+	if c := p.Cost; c != nil {
+		r.Cost = &CostReport{
+			ProfilerCPUNS:      int64(c.ProfilerCPU),
+			ProfilerCPUPercent: pct(int64(c.ProfilerCPU), int64(c.TargetCPU)),
+			BPFRunNS:           int64(c.BPFRunTime),
+			BPFRunPercent:      pct(int64(c.BPFRunTime), int64(c.TargetCPU)),
+			BPFRuns:            c.BPFRunCount,
+			TargetCPUNS:        int64(c.TargetCPU),
+		}
+	}
+	for _, w := range []Weight{Wall, CPU, OffCPU} {
+		r.Top = append(r.Top, topTable(p, w, top))
+	}
+	for _, t := range p.Threads {
+		if t != nil {
+			r.Threads = append(r.Threads, threadRow(t))
+		}
+	}
+	sort.SliceStable(r.Threads, func(i, j int) bool {
+		a, b := r.Threads[i], r.Threads[j]
+		if a.WallNS != b.WallNS {
+			return a.WallNS > b.WallNS
+		}
+		if a.TID != b.TID {
+			return a.TID < b.TID
+		}
+		return a.PID < b.PID
+	})
+	return r
+}
+
+func stateTotals(p *profile.Profile) []StateTotal {
+	sampled := p.TotalByState()
+	var measured [profile.NumStates]int64
+	for _, t := range p.Threads {
+		if t == nil {
+			continue
+		}
+		for s, d := range t.Time {
+			measured[s] += int64(d)
+		}
+	}
+	var sw, mw int64
+	for s := range sampled {
+		sw += sampled[s]
+		mw += measured[s]
+	}
+	out := []StateTotal{{State: "wall", SampledNS: sw, SampledPercent: pct(sw, sw), MeasuredNS: mw, MeasuredPercent: pct(mw, mw)}}
+	for s := profile.State(0); s < profile.NumStates; s++ {
+		out = append(out, StateTotal{
+			State:     s.String(),
+			SampledNS: sampled[s], SampledPercent: pct(sampled[s], sw),
+			MeasuredNS: measured[s], MeasuredPercent: pct(measured[s], mw),
+		})
+	}
+	return out
+}
+
+// topTable ranks functions by flat time under w.
+func topTable(p *profile.Profile, w Weight, top int) TopTable {
+	flat := map[string]int64{}
+	cum := map[string]int64{}
+	var total int64
+	var names []string
+	seen := map[string]bool{}
+	for _, s := range p.Samples {
+		v := w.of(s)
+		if v == 0 {
+			continue
+		}
+		total += v
+		names = frameNames(names[:0], s.Stack)
+		if len(names) == 0 {
+			names = append(names, "[no stack]")
+		}
+		flat[names[0]] += v
+		clear(seen)
+		for _, n := range names {
+			if !seen[n] {
+				seen[n] = true
+				cum[n] += v
+			}
+		}
+	}
+	rows := make([]FuncRow, 0, len(cum))
+	for n, c := range cum {
+		rows = append(rows, FuncRow{Name: n, FlatNS: flat[n], CumNS: c})
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
+		if a.FlatNS != b.FlatNS {
+			return a.FlatNS > b.FlatNS
+		}
+		if a.CumNS != b.CumNS {
+			return a.CumNS > b.CumNS
+		}
+		return a.Name < b.Name
+	})
+	t := TopTable{Weight: w.String(), TotalNS: total, Functions: len(rows)}
+	if top >= 0 && len(rows) > top {
+		rows = rows[:top]
+	}
+	var sum int64
+	for i := range rows {
+		sum += rows[i].FlatNS
+		rows[i].FlatPercent = pct(rows[i].FlatNS, total)
+		rows[i].SumPercent = pct(sum, total)
+		rows[i].CumPercent = pct(rows[i].CumNS, total)
+	}
+	t.Rows = rows
+	return t
+}
+
+func threadRow(t *profile.Thread) ThreadRow {
+	acc := int64(t.Wall())
+	wall := int64(t.Lifetime())
+	if wall <= 0 {
+		wall = acc
+	}
+	return ThreadRow{
+		PID: t.PID, TID: t.TID, Name: t.Name,
+		WallNS:          wall,
+		AccountedNS:     acc,
+		OnCPUPercent:    pct(int64(t.Time[profile.OnCPU]), acc),
+		RunnablePercent: pct(int64(t.Time[profile.Runnable]), acc),
+		SleepingPercent: pct(int64(t.Time[profile.Sleeping]), acc),
+		DiskPercent:     pct(int64(t.Time[profile.Disk]), acc),
+		OtherPercent:    pct(int64(t.Time[profile.Other]), acc),
+		Samples:         t.Samples,
+		Exited:          t.Exited,
+	}
+}
+
+// pct is 100*part/whole rounded to 0.01, or 0 when whole is 0.
+func pct(part, whole int64) float64 {
+	if whole == 0 {
+		return 0
+	}
+	return round2(100 * float64(part) / float64(whole))
+}
+
+func round2(x float64) float64 { return math.Round(x*100) / 100 }
