@@ -169,3 +169,11 @@ func addr2line(t *testing.T, bin string, addrs []uint64) map[uint64][]frameText 
 type frameText struct{ fn, loc string }
 
 func (f frameText) String() string { return f.fn + "@" + f.loc }
+
+func itoa(i int) string { return fmt.Sprint(i) }
+
+func atoi(s string) int {
+	var i int
+	fmt.Sscan(s, &i)
+	return i
+}

@@ -1,0 +1,106 @@
+package symbolize
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const kallsymsText = `0000000000000000 A fixed_percpu_data
+ffffffff81000000 T _stext
+ffffffff81000000 T _text
+ffffffff81001000 t __pfx_finish_task_switch.isra.0
+ffffffff81001010 t finish_task_switch.isra.0
+ffffffff81001200 T schedule
+ffffffff81002000 D some_data
+ffffffff82000000 T _etext
+ffffffffc0001000 t __pfx_nft_do_chain	[nf_tables]
+ffffffffc0001010 t nft_do_chain	[nf_tables]
+`
+
+func TestParseKallsyms(t *testing.T) {
+	k, err := parseKallsyms(strings.NewReader(kallsymsText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for addr, want := range map[uint64]string{
+		0xffffffff81001010: "finish_task_switch.isra.0",
+		0xffffffff81001008: "_text", // __pfx_ padding is skipped
+		0xffffffff810011ff: "finish_task_switch.isra.0",
+		0xffffffff81001300: "schedule",
+		0xffffffffc0001020: "nft_do_chain [nf_tables]",
+		0x1000:             "[kernel]+0x1000",
+	} {
+		if got := k.Resolve(addr).Function; got != want {
+			t.Errorf("Resolve(%#x) = %q, want %q", addr, got, want)
+		}
+	}
+	m := k.KernelMapping()
+	if !m.Kernel || m.Start != 0xffffffff81000000 || m.Limit != 0xffffffff82000000 {
+		t.Errorf("kernel mapping %+v", m)
+	}
+	hidden := "0000000000000000 T _stext\n0000000000000000 T schedule\n"
+	if _, err := parseKallsyms(strings.NewReader(hidden)); !errors.Is(err, ErrKernelSymbolsHidden) {
+		t.Errorf("hidden symbols: err = %v", err)
+	}
+}
+
+func TestLoadKernel(t *testing.T) {
+	k, err := LoadKernel()
+	if errors.Is(err, ErrKernelSymbolsHidden) {
+		requires(t, false, err.Error())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Kernel text symbols resolve to themselves (or an alias at the same address).
+	f, err := os.Open("/proc/kallsyms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	names := map[uint64]map[string]bool{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fl := strings.Fields(sc.Text())
+		if len(fl) != 3 || !strings.Contains("tTwW", fl[1]) || strings.HasPrefix(fl[2], "__pfx_") {
+			continue
+		}
+		addr, _ := strconv.ParseUint(fl[0], 16, 64)
+		if names[addr] == nil {
+			names[addr] = map[string]bool{}
+		}
+		names[addr][fl[2]] = true
+	}
+	for addr, set := range names {
+		if got := k.Resolve(addr).Function; !set[got] {
+			t.Fatalf("Resolve(%#x) = %q, want one of %v", addr, got, set)
+		}
+	}
+	if got := k.Resolve(mustAddr(t, "schedule")).Function; got != "schedule" {
+		t.Errorf("Resolve(schedule) = %q", got)
+	}
+	if k.KernelMapping().BuildID == "" {
+		t.Logf("no kernel build ID (/sys/kernel/notes unreadable)")
+	}
+}
+
+func mustAddr(t *testing.T, name string) uint64 {
+	t.Helper()
+	data, err := os.ReadFile("/proc/kallsyms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 3 && f[2] == name {
+			a, _ := strconv.ParseUint(f[0], 16, 64)
+			return a
+		}
+	}
+	t.Fatalf("no kernel symbol %s", name)
+	return 0
+}
