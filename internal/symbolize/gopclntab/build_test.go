@@ -35,6 +35,9 @@ const (
 	modeNormal   = ""
 	modeStripped = "stripped" // -ldflags=-s -w
 	modePIE      = "pie"      // -buildmode=pie -ldflags=-s -w
+	// External linking puts C start-up code before runtime.text.
+	modeExtPIE         = "extpie"          // -buildmode=pie -ldflags=-linkmode=external
+	modeExtPIEStripped = "extpie-stripped" // the same, with -s -w
 )
 
 type buildKey struct {
@@ -67,6 +70,9 @@ func buildProg(t testing.TB, toolchain, mode string) string {
 	}
 	builds.Unlock()
 	if r.err != nil {
+		if strings.HasPrefix(mode, modeExtPIE) {
+			t.Skipf("external linking unavailable (no C toolchain?): %v", r.err)
+		}
 		if toolchain != "" {
 			t.Skipf("toolchain %s unavailable (download from the module proxy failed?): %v", toolchain, r.err)
 		}
@@ -83,10 +89,18 @@ func runBuild(toolchain, mode string) (string, error) {
 		args = append(args, "-ldflags=-s -w")
 	case modePIE:
 		args = append(args, "-buildmode=pie", "-ldflags=-s -w")
+	case modeExtPIE:
+		args = append(args, "-buildmode=pie", "-ldflags=-linkmode=external")
+	case modeExtPIEStripped:
+		args = append(args, "-buildmode=pie", "-ldflags=-linkmode=external -s -w")
+	}
+	cgo := "CGO_ENABLED=0"
+	if strings.HasPrefix(mode, modeExtPIE) {
+		cgo = "CGO_ENABLED=1"
 	}
 	cmd := exec.Command("go", append(args, ".")...)
 	cmd.Dir = filepath.Join("testdata", "prog")
-	env := append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
+	env := append(os.Environ(), cgo, "GOFLAGS=-mod=mod")
 	if toolchain != "" {
 		env = append(env, "GOTOOLCHAIN="+toolchain)
 	} else {
