@@ -21,8 +21,9 @@ type CollapsedOptions struct {
 	// out. FlameGraph and inferno read the numbers as counts, so the unit
 	// only matters to the labels a reader puts on them.
 	Unit time.Duration
-	// PerThread adds the thread as the root frame, named "comm-pid/tid" as
-	// stackcollapse-perf.pl --tid does, so each thread gets its own tower.
+	// PerThread adds the thread as the root frame, named "comm-pid/tid"
+	// with spaces in comm replaced by '_', as stackcollapse-perf.pl --tid
+	// does, so each thread gets its own tower.
 	PerThread bool
 	// States adds the scheduler state as an extra leaf frame, "[sleeping]",
 	// so a flame graph separates on-CPU time from each kind of waiting.
@@ -37,8 +38,10 @@ type CollapsedOptions struct {
 // frames from the root to the leaf separated by ';', then a space and the
 // stack's total value. Inlined functions are expanded, caller before callee.
 // Lines are sorted so the output is deterministic. In frame names ';'
-// becomes ':' and line breaks become spaces; other characters, spaces
-// included, are kept (readers split a line at its last space).
+// becomes ':' (as stackcollapse-perf.pl does) and line breaks become
+// spaces; other characters, spaces included, are kept, since readers split a
+// line at its last space. Unlike stackcollapse-perf.pl, names are not
+// shortened: C++ arguments and template parameters stay.
 func WriteCollapsed(w io.Writer, p *profile.Profile, opt CollapsedOptions) error {
 	unit := int64(opt.Unit)
 	if unit <= 0 {
@@ -73,7 +76,8 @@ func WriteCollapsed(w io.Writer, p *profile.Profile, opt CollapsedOptions) error
 // collapsedFrames appends the frames of s, root first.
 func collapsedFrames(dst []string, s *profile.Sample, opt CollapsedOptions) []string {
 	if opt.PerThread {
-		dst = append(dst, foldName(fmt.Sprintf("%s-%d/%d", s.Thread, s.PID, s.TID)))
+		name := strings.ReplaceAll(s.Thread, " ", "_")
+		dst = append(dst, foldName(fmt.Sprintf("%s-%d/%d", name, s.PID, s.TID)))
 	}
 	for i := len(s.Stack) - 1; i >= 0; i-- {
 		loc := s.Stack[i]

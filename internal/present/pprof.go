@@ -162,8 +162,7 @@ func pprofSample(s *profile.Sample, locs map[*profile.Location]*pprof.Location) 
 	return ps, nil
 }
 
-// fromPprof converts a parsed pprof profile to the model. name is used in
-// errors and notes only.
+// fromPprof converts a parsed pprof profile to the model.
 func fromPprof(pp *pprof.Profile) (*profile.Profile, error) {
 	var st commentState
 	var foreignComments []string
@@ -297,6 +296,8 @@ func modelSample(ps *pprof.Sample, locs map[*pprof.Location]*profile.Location, v
 			if st, ok := profile.ParseState(vs[0]); ok {
 				s.State = st
 			}
+		case labelPID, labelTID:
+			// Reserved for the numeric labels; WritePprof would refuse them.
 		default:
 			if s.Labels == nil {
 				s.Labels = map[string]string{}

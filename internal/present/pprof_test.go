@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	runtimepprof "runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -361,4 +362,42 @@ func FuzzReadProfile(f *testing.F) {
 			t.Fatalf("WriteReport: %v", err)
 		}
 	})
+}
+
+// TestReadGoCPUProfile reads a real CPU profile from runtime/pprof.
+func TestReadGoCPUProfile(t *testing.T) {
+	var b bytes.Buffer
+	if err := runtimepprof.StartCPUProfile(&b); err != nil {
+		t.Skipf("cannot start a CPU profile: %v", err)
+	}
+	x := 0
+	for end := time.Now().Add(100 * time.Millisecond); time.Now().Before(end); {
+		x++
+	}
+	runtimepprof.StopCPUProfile()
+	data := b.Bytes()
+	pp, err := pprof.ParseData(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ReadProfile(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("ReadProfile: %v", err)
+	}
+	if len(p.Samples) != len(pp.Sample) || p.Period != pp.Period || p.Duration != time.Duration(pp.DurationNanos) {
+		t.Errorf("got %d samples, period %d, duration %v; want %d, %d, %v",
+			len(p.Samples), p.Period, p.Duration, len(pp.Sample), pp.Period, time.Duration(pp.DurationNanos))
+	}
+	for i, s := range p.Samples {
+		if s.State != profile.OnCPU || s.Value != pp.Sample[i].Value[1] {
+			t.Errorf("sample %d: state %v value %d, want on-cpu %d", i, s.State, s.Value, pp.Sample[i].Value[1])
+		}
+	}
+	if len(p.Threads) != 0 || len(p.Notes) == 0 {
+		t.Errorf("threads %v notes %q", p.Threads, p.Notes)
+	}
+	// And it can be written back as a wallprof pprof.
+	if err := WritePprof(&bytes.Buffer{}, p); err != nil {
+		t.Errorf("WritePprof of a read Go profile: %v", err)
+	}
 }
