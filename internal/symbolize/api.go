@@ -12,7 +12,15 @@
 //     one frame "module+0xoffset" (module = file base name, offset = file
 //     offset), or "[unknown]+0xADDR" when no mapping covers it. Never dropped.
 //   - Parsed files are cached by build ID (or device+inode) and shared across
-//     processes.
+//     processes: create one Cache per run and call Cache.NewProcess for each
+//     process (NewProcess alone uses a private cache).
+//   - Frames come from .gopclntab for Go code, else DWARF (line table and
+//     inlined calls; separate debug files found by build ID or
+//     .gnu_debuglink), else .symtab/.dynsym. C++ and Rust names are
+//     demangled with parameters; Rust legacy hashes are dropped.
+//   - The vDSO is read from the process's memory; anonymous executable
+//     memory (JIT code) resolves to "[anon]+0xADDR" (absolute address).
+//   - Kernel addresses are resolved by Kernel (LoadKernel, /proc/kallsyms).
 package symbolize
 
 import "github.com/wallprof/wallprof/internal/profile"

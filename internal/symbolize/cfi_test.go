@@ -3,7 +3,6 @@ package symbolize
 import (
 	"bufio"
 	"bytes"
-	"debug/elf"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -126,8 +125,6 @@ func TestFixLeafShortStack(t *testing.T) {
 	if err != nil {
 		t.Skipf("cannot read process 1: %v", err)
 	}
-	var text *elf.File
-	_ = text
 	for _, m := range p.Mappings() {
 		if !strings.HasPrefix(m.File, "/") {
 			continue
