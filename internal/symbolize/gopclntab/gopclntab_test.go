@@ -453,3 +453,33 @@ func TestExternalBinaries(t *testing.T) {
 		})
 	}
 }
+
+// TestRelocatedModuledata zeroes the words of a PIE's data that dynamic
+// relocations fill (as linkers that rely on RELA addends leave them), so
+// that runtime.firstmoduledata can only be found through the relocations.
+func TestRelocatedModuledata(t *testing.T) {
+	pie := buildProg(t, "", modePIE)
+	want := openTable(t, pie)
+	b, err := os.ReadFile(pie)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := openELF(t, pie)
+	zeroed := 0
+	for at := range newImage(f).relativeRelocs() {
+		for _, s := range f.Sections {
+			if s.Type == elf.SHT_PROGBITS && s.Flags&elf.SHF_WRITE != 0 && at >= s.Addr && at+8 <= s.Addr+s.Size {
+				copy(b[s.Offset+at-s.Addr:], make([]byte, 8))
+				zeroed++
+			}
+		}
+	}
+	out := filepath.Join(t.TempDir(), "zeroed")
+	if err := os.WriteFile(out, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := openTable(t, out)
+	if zeroed == 0 || got.gofunc != want.gofunc || got.textStart != want.textStart || got.gofunc == 0 {
+		t.Errorf("zeroed %d words: gofunc %#x, text %#x; want %#x, %#x", zeroed, got.gofunc, got.textStart, want.gofunc, want.textStart)
+	}
+}
