@@ -43,6 +43,9 @@ func (c *Cache) Close() error {
 		if o.file != nil {
 			errs = append(errs, o.file.Close())
 		}
+		if o.debug != nil {
+			errs = append(errs, o.debug.Close())
+		}
 	}
 	c.all, c.byID, c.byInode = nil, map[string]*object{}, map[inodeKey]*object{}
 	return errors.Join(errs...)

@@ -3,7 +3,6 @@ package symbolize
 import (
 	"bytes"
 	"debug/elf"
-	"os"
 	"path/filepath"
 )
 
@@ -31,16 +30,15 @@ func findDebugFile(path string, ef *elf.File, id string) *elf.File {
 		if c == path {
 			continue
 		}
-		f, err := os.Open(c)
+		df, err := elf.Open(c)
 		if err != nil {
 			continue
 		}
-		df, err := elf.NewFile(f)
-		if err != nil || (id != "" && buildID(df) != id) || !hasDWARF(df) {
-			f.Close()
+		if (id != "" && buildID(df) != id) || !hasDWARF(df) {
+			df.Close()
 			continue
 		}
-		return df // the file stays open for the life of the process
+		return df // open until Cache.Close
 	}
 	return nil
 }
