@@ -22,6 +22,7 @@ import (
 // bare token (no spaces, quotes or '=') or a Go double-quoted string
 // (strconv.Quote). Durations are integer nanoseconds. The kinds are:
 //
+//	wallprof:v1 profile states=on-cpu,runnable,sleeping,disk,other
 //	wallprof:v1 command "<command line>"
 //	wallprof:v1 thread pid=<n> tid=<n> name="<comm>" start=<ns> end=<ns> exited=<bool> on-cpu=<ns> runnable=<ns> sleeping=<ns> disk=<ns> other=<ns> samples=<n>
 //	wallprof:v1 lost cause=<cause> n=<count>
@@ -29,6 +30,8 @@ import (
 //	wallprof:v1 kernel mapping=<mapping id>
 //	wallprof:v1 note "<text>"
 //
+// Every file has the "profile" record, first: it marks the file as written
+// by wallprof and lists the state names used in the samples' state labels.
 // command and note take one quoted string instead of fields. "kernel" marks
 // a kernel mapping whose file name does not start with "[kernel.kallsyms]"
 // (those are recognised by name). Readers ignore unknown kinds and unknown
@@ -45,7 +48,12 @@ const (
 
 // encodeComments returns the human-readable and the wallprof comments for p.
 func encodeComments(p *profile.Profile) []string {
-	var human, rec []string
+	var human []string
+	var states []string
+	for s := profile.State(0); s < profile.NumStates; s++ {
+		states = append(states, s.String())
+	}
+	rec := []string{commentLead + "profile states=" + strings.Join(states, ",")}
 	if p.Command != "" {
 		human = append(human, "command: "+oneLine(p.Command))
 		rec = append(rec, commentLead+"command "+strconv.Quote(p.Command))

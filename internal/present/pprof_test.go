@@ -144,6 +144,7 @@ func TestPprofContents(t *testing.T) {
 		`wallprof:v1 note "a note\nover two lines"`,
 		`wallprof:v1 command "./server -addr \":8080\""`,
 		"wallprof:v1 kernel mapping=4",
+		"wallprof:v1 profile states=on-cpu,runnable,sleeping,disk,other",
 	} {
 		if !strings.Contains(comments, want) {
 			t.Errorf("comments lack %q; they are:\n%s", want, comments)
@@ -399,5 +400,16 @@ func TestReadGoCPUProfile(t *testing.T) {
 	// And it can be written back as a wallprof pprof.
 	if err := WritePprof(&bytes.Buffer{}, p); err != nil {
 		t.Errorf("WritePprof of a read Go profile: %v", err)
+	}
+}
+
+func TestPprofRoundTripEmpty(t *testing.T) {
+	want := &profile.Profile{Duration: time.Second, Period: 1e7}
+	got, err := ReadProfile(bytes.NewReader(writePprof(t, want)))
+	if err != nil {
+		t.Fatalf("ReadProfile: %v", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		diffProfiles(t, got, want)
 	}
 }
