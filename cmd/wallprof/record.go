@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -122,6 +123,13 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "wallprof record: "+format+"\n", a...)
 		return exitError
+	}
+	if path := os.Getenv("WALLPROF_CPUPROFILE"); path != "" {
+		// For developers: profile wallprof itself.
+		if pf, err := os.Create(path); err == nil {
+			_ = pprof.StartCPUProfile(pf)
+			defer func() { pprof.StopCPUProfile(); pf.Close() }()
+		}
 	}
 	if msg := preflight(); msg != "" {
 		return fail("%s", msg)

@@ -161,6 +161,8 @@ func (b *builder) sample(e *aggEntry) *profile.Sample {
 	for i, addr := range e.kernel {
 		s.Stack = append(s.Stack, b.kernelLoc(addr, i == 0))
 	}
+	// Samples taken at a switch, in or out, start inside the scheduler.
+	s.Stack = trimScheduler(s.Stack)
 	r := b.a.resolvers[e.pid]
 	for i, addr := range e.user {
 		leaf := i == 0 && len(e.kernel) == 0
@@ -271,4 +273,31 @@ func SortedThreads(ts []*ThreadRecord) []*ThreadRecord {
 	out := append([]*ThreadRecord(nil), ts...)
 	sort.Slice(out, func(i, j int) bool { return out[i].TID < out[j].TID })
 	return out
+}
+
+// schedulerFuncs are the kernel functions through which every thread leaves
+// a CPU. An off-CPU stack taken inside the scheduler (at a preemption) starts
+// with them and with the tracing machinery that ran the probe; trimming up to
+// the outermost of them leaves the function that blocked or was preempted as
+// the leaf, as in stacks taken from a sleeping task.
+var schedulerFuncs = map[string]bool{
+	"__schedule": true, "schedule": true, "preempt_schedule": true, "preempt_schedule_irq": true,
+	"preempt_schedule_common": true, "preempt_schedule_notrace": true, "__cond_resched": true,
+	"schedule_preempt_disabled": true,
+}
+
+// trimScheduler drops the leaf frames up to the outermost scheduler function
+// among the first few frames of a kernel stack.
+func trimScheduler(stack []*profile.Location) []*profile.Location {
+	cut := -1
+	for i := 0; i < len(stack) && i < 16; i++ {
+		l := stack[i]
+		if l.Mapping == nil || !l.Mapping.Kernel || len(l.Frames) == 0 {
+			break
+		}
+		if schedulerFuncs[l.Frames[len(l.Frames)-1].Function] {
+			cut = i
+		}
+	}
+	return stack[cut+1:]
 }

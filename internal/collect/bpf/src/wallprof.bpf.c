@@ -10,7 +10,10 @@
  *   tp_btf/sched_wakeup_new, sched_process_fork: new threads / processes.
  *
  * Stack sampling (bounded by the sampling rate, not by the switch rate):
- *   perf_event            on-CPU samples from a per-CPU cpu-clock timer.
+ *   perf_event            on-CPU samples from a per-CPU cpu-clock timer, each
+ *                         weighted by the thread's exact on-CPU time since its
+ *                         previous sample; bursts the timer misses are sampled
+ *                         at their switch-out once they add up to a period.
  *   off-CPU               each thread accumulates off-CPU time per state; when
  *                         a switch-in brings a state's total past a sampling
  *                         period, one stack is taken, weighted by the whole
@@ -74,6 +77,8 @@ struct tstate {
 	u64 first_ts; /* start of this thread's accounting */
 	u64 time[NSTATES];
 	u64 acc[NSTATES]; /* off-CPU time not yet represented by a stack sample */
+	u64 cpu_acc;      /* on-CPU time of finished bursts not yet represented by a sample */
+	u64 cpu_mark;     /* the current burst counts from max(in_ts, cpu_mark) */
 	u32 pid;
 	u8 on_cpu;
 	u8 out_state;
@@ -293,6 +298,25 @@ static __always_inline void submit(struct sample_event *e)
 	bpf_ringbuf_submit(e, wake);
 }
 
+/* emit_current_sample sends a sample of the current thread's stacks. */
+static __always_inline void emit_current_sample(void *ctx, u64 *w)
+{
+	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(LOST_RINGBUF);
+		return;
+	}
+	fill_header(e, 0);
+#pragma unroll
+	for (int i = 0; i < NSTATES; i++)
+		e->weight[i] = w[i];
+	e->klen = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
+	if (e->klen < 0)
+		count_lost(LOST_KSTACK);
+	fill_user(ctx, e);
+	submit(e);
+}
+
 static __always_inline void emit_exit(struct tstate *st, u32 tid, u64 now)
 {
 	bpf_map_delete_elem(&stash, &tid);
@@ -339,6 +363,19 @@ static __always_inline void switch_out(void *ctx, struct tstate *st, u32 tid, u6
 		since = st->wake_ts > st->out_ts ? st->wake_ts : st->out_ts;
 	if (now > since)
 		st->time[ST_ONCPU] += now - since;
+	u64 mark = since > st->cpu_mark ? since : st->cpu_mark;
+	if (now > mark)
+		st->cpu_acc += now - mark;
+	st->cpu_mark = now;
+	/* On-CPU time that the timer samples missed (short bursts between
+	 * sleeps fall between timer ticks) is sampled here, at the end of the
+	 * burst, once it adds up to a period. */
+	if (st->cpu_acc >= period_ns && !(prev_state & TASK_DEAD)) {
+		u64 w[NSTATES] = {};
+		w[ST_ONCPU] = (st->cpu_acc / period_ns) * period_ns;
+		st->cpu_acc -= w[ST_ONCPU];
+		emit_current_sample(ctx, w);
+	}
 	st->on_cpu = 0;
 	st->out_ts = now;
 	st->wake_ts = 0;
@@ -513,21 +550,24 @@ int on_cpu_sample(void *ctx)
 	u32 tgid = id >> 32;
 	if ((u32)id == 0 || !bpf_map_lookup_elem(&targets, &tgid))
 		return 0;
-	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_lost(LOST_RINGBUF);
-		return 0;
+	/* The sample weighs the thread's on-CPU time since its last sample,
+	 * measured from scheduler timestamps, so the samples of a thread add up
+	 * to its exact on-CPU time whatever the timer's phase. */
+	u64 w[NSTATES] = {};
+	u32 tid = (u32)id;
+	struct tstate *st = bpf_map_lookup_elem(&threads, &tid);
+	if (st && st->on_cpu) {
+		u64 now = bpf_ktime_get_ns();
+		u64 mark = st->in_ts > st->cpu_mark ? st->in_ts : st->cpu_mark;
+		w[ST_ONCPU] = st->cpu_acc + (now > mark ? now - mark : 0);
+		st->cpu_acc = 0;
+		st->cpu_mark = now;
+	} else {
+		w[ST_ONCPU] = period_ns; /* not in the thread table: nominal period */
 	}
-	fill_header(e, 0);
-#pragma unroll
-	for (int i = 0; i < NSTATES; i++)
-		e->weight[i] = 0;
-	e->weight[ST_ONCPU] = period_ns;
-	e->klen = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
-	if (e->klen < 0)
-		count_lost(LOST_KSTACK);
-	fill_user(ctx, e);
-	submit(e);
+	if (!w[ST_ONCPU])
+		return 0;
+	emit_current_sample(ctx, w);
 	return 0;
 }
 

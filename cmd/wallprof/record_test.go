@@ -1,0 +1,304 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wallprof/wallprof/internal/groundtruth"
+	"github.com/wallprof/wallprof/internal/present"
+	"github.com/wallprof/wallprof/internal/profile"
+)
+
+// requireRecording skips a test that needs to record when this machine
+// cannot (not root, no BTF, old kernel), but fails it under CI=true: CI runs
+// as root and must exercise the recorder.
+func requireRecording(t *testing.T) {
+	t.Helper()
+	if msg := preflight(); msg != "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true but recording is impossible here: %s", msg)
+		}
+		t.Skipf("cannot record here: %s", msg)
+	}
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// wallprofBin builds the command once per test run.
+func wallprofBin(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "wallprof-test-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "wallprof")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// wallprof runs the built command and returns its exit code and stderr.
+func wallprof(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(wallprofBin(t), args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.Stdout = &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run wallprof: %v", err)
+	}
+	return code, stderr.String()
+}
+
+func readProfile(t *testing.T, path string) *profile.Profile {
+	t.Helper()
+	p, err := present.ReadProfileFile(path)
+	if err != nil {
+		t.Fatalf("read profile: %v", err)
+	}
+	return p
+}
+
+// stackHas reports whether a sample's stack contains function fn.
+func stackHas(s *profile.Sample, fn string) bool {
+	for _, l := range s.Stack {
+		for _, f := range l.Frames {
+			if f.Function == fn {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// phaseTimes sums, for one thread, the sampled time whose stack contains fn,
+// by state.
+func phaseTimes(p *profile.Profile, tid int, fn string) [profile.NumStates]time.Duration {
+	var out [profile.NumStates]time.Duration
+	for _, s := range p.Samples {
+		if s.TID == tid && stackHas(s, fn) {
+			out[s.State] += time.Duration(s.Value)
+		}
+	}
+	return out
+}
+
+func findThread(p *profile.Profile, tid int) *profile.Thread {
+	for _, th := range p.Threads {
+		if th.TID == tid {
+			return th
+		}
+	}
+	return nil
+}
+
+// tolerancePoints is the accuracy the recorder promises: each phase's share
+// of its thread's time within 2 percentage points of the measured truth.
+const tolerancePoints = 2.0
+
+// checkPhases compares every phase of every truth thread with the profile:
+// its wall share and its on-CPU, runnable and blocked shares.
+func checkPhases(t *testing.T, p *profile.Profile, truth *groundtruth.Truth) {
+	t.Helper()
+	for _, tt := range truth.Threads {
+		th := findThread(p, tt.TID)
+		if th == nil {
+			t.Errorf("thread %d (%s) is missing from the profile", tt.TID, tt.Name)
+			continue
+		}
+		life := th.Lifetime().Seconds()
+		for _, name := range tt.PhaseNames() {
+			ph := tt.Phases[name]
+			got := phaseTimes(p, tt.TID, name)
+			var wall time.Duration
+			for _, d := range got {
+				wall += d
+			}
+			blocked := got[profile.Sleeping] + got[profile.Disk] + got[profile.Other]
+			for _, c := range []struct {
+				what      string
+				got, want time.Duration
+			}{
+				{"wall", wall, ph.Wall()},
+				{"on-CPU", got[profile.OnCPU], ph.CPU()},
+				{"runnable", got[profile.Runnable], ph.RunDelay()},
+				{"blocked", blocked, ph.Blocked()},
+			} {
+				gp, wp := 100*c.got.Seconds()/life, 100*c.want.Seconds()/life
+				msg := fmt.Sprintf("%s/%s %s: profile %.1f%% (%v), truth %.1f%% (%v) of %v",
+					tt.Name, name, c.what, gp, c.got.Round(time.Millisecond), wp, c.want.Round(time.Millisecond),
+					th.Lifetime().Round(time.Millisecond))
+				if d := gp - wp; d > tolerancePoints || d < -tolerancePoints {
+					t.Error(msg)
+				} else {
+					t.Log(msg)
+				}
+			}
+		}
+	}
+}
+
+func TestRecordCGroundTruth(t *testing.T) {
+	requireRecording(t)
+	cgt := groundtruth.Build(t, "cgt")
+	dir := t.TempDir()
+	out, truthPath := filepath.Join(dir, "cgt.pb.gz"), filepath.Join(dir, "truth.json")
+	code, stderr := wallprof(t, "record", "-F", "999", "-o", out, "--", cgt, "--truth", truthPath, "--late-threads")
+	if code != 0 {
+		t.Fatalf("wallprof record exited %d:\n%s", code, stderr)
+	}
+	t.Log(stderr)
+	truth, err := groundtruth.ReadTruth(truthPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := readProfile(t, out)
+	if err := p.Validate(); err != nil {
+		t.Errorf("invariant: %v", err)
+	}
+	checkPhases(t, p, truth)
+
+	// The thread started mid-recording is there, with its own lifetime.
+	late := truth.Thread("late")
+	if len(late) != 1 {
+		t.Fatalf("truth has %d late threads", len(late))
+	}
+	th := findThread(p, late[0].TID)
+	if th == nil || th.Start <= 0 || th.End >= p.Duration || th.Lifetime() > p.Duration/2 {
+		t.Errorf("late thread not recorded as starting mid-recording: %+v (recording %v)", th, p.Duration)
+	}
+	// The frame that frame-pointer unwinding loses (the caller of a libc
+	// function without frame pointers) is there.
+	for _, fn := range []string{"do_sleep", "read_pipe", "wait_cond"} {
+		found := false
+		for _, s := range p.Samples {
+			if s.State.OffCPU() && stackHas(s, fn) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("no off-CPU sample has %s in its stack", fn)
+		}
+	}
+	if !strings.Contains(stderr, "cost: profiler CPU") {
+		t.Errorf("no cost line in:\n%s", stderr)
+	}
+}
+
+func TestRecordAttachTargetExits(t *testing.T) {
+	requireRecording(t)
+	cgt := groundtruth.Build(t, "cgt")
+	dir := t.TempDir()
+	truthPath := filepath.Join(dir, "truth.json")
+	target := exec.Command(cgt, "--truth", truthPath, "--start-delay", "400", "--exit-after", "1500")
+	if err := target.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer target.Process.Kill()
+	go target.Wait()
+	out := filepath.Join(dir, "attach.pb.gz")
+	start := time.Now()
+	code, stderr := wallprof(t, "record", "-p", fmt.Sprint(target.Process.Pid), "--duration", "30s", "-o", out)
+	elapsed := time.Since(start)
+	if code != 0 {
+		t.Fatalf("wallprof record exited %d:\n%s", code, stderr)
+	}
+	if elapsed > 15*time.Second {
+		t.Errorf("recording did not stop when the target exited (took %v)", elapsed)
+	}
+	if !strings.Contains(stderr, "exited during the recording") {
+		t.Errorf("stderr does not say the target exited:\n%s", stderr)
+	}
+	p := readProfile(t, out)
+	if err := p.Validate(); err != nil {
+		t.Errorf("invariant: %v", err)
+	}
+	truth, err := groundtruth.ReadTruth(truthPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !truth.Partial {
+		t.Fatal("truth is not partial: the workload did not exit early")
+	}
+	// Threads that finished their phases before the exit are checked fully.
+	var done []groundtruth.ThreadTruth
+	for _, tt := range truth.Threads {
+		if tt.EndNS > 0 && tt.Name != "contend" && tt.Name != "spinner" {
+			done = append(done, tt)
+		}
+	}
+	checkPhases(t, p, &groundtruth.Truth{Threads: done})
+	if len(p.Notes) == 0 {
+		t.Error("the profile carries no note that the target exited")
+	}
+}
+
+func TestRecordSIGTERMWritesProfile(t *testing.T) {
+	requireRecording(t)
+	out := filepath.Join(t.TempDir(), "term.pb.gz")
+	cmd := exec.Command(wallprofBin(t), "record", "-o", out, "--", "sleep", "30")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("wallprof exited with %v after SIGTERM:\n%s", err, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("wallprof did not stop after SIGTERM")
+	}
+	p := readProfile(t, out)
+	if p.Duration < time.Second || p.Duration > 10*time.Second {
+		t.Errorf("recording lasted %v, want about 1.5s", p.Duration)
+	}
+	var sleeping time.Duration
+	for _, th := range p.Threads {
+		sleeping += th.Time[profile.Sleeping]
+	}
+	if sleeping < time.Second {
+		t.Errorf("sleep 30 should be sleeping for most of the recording, got %v:\n%s", sleeping, stderr.String())
+	}
+	found := false
+	for _, s := range p.Samples {
+		if s.State == profile.Sleeping && (stackHas(s, "hrtimer_nanosleep") || stackHas(s, "do_nanosleep") ||
+			stackHas(s, "__x64_sys_clock_nanosleep")) {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("no sleeping sample of sleep(1) in nanosleep")
+	}
+}
