@@ -249,7 +249,7 @@ func (r *recording) attach(ctx context.Context, pid int) int {
 	r.command = cmdline(pid)
 	// Read the process's mappings now, while it certainly exists.
 	r.agg.Resolver(uint32(pid))
-	if err := r.session.AddTarget(pid, r.session.StartNs()); err != nil {
+	if err := r.session.SeedThreads(pid); err != nil {
 		r.session.Close()
 		if !linux.ProcessExists(pid) {
 			fmt.Fprintf(r.stderr, "wallprof record: process %d exited before recording started.\n", pid)
@@ -264,6 +264,7 @@ func (r *recording) attach(ctx context.Context, pid int) int {
 		close(exited)
 	}()
 	go r.session.Run(r.agg.Add)
+	r.started(fmt.Sprintf("process %d (%s)", pid, r.command))
 	why := r.wait(ctx, exited)
 	close(done)
 	if why == stopExited {
@@ -303,11 +304,12 @@ func (r *recording) launch(ctx context.Context, path string, args []string) int 
 	if err := r.newSession(pid, true); err != nil {
 		return abort(r.openError(err))
 	}
-	if err := r.session.AddTarget(pid, linux.Monotonic()); err != nil {
+	if err := r.session.SeedThreads(pid); err != nil {
 		r.session.Close()
 		return abort(r.openError(err))
 	}
 	go r.session.Run(r.agg.Add)
+	r.started(fmt.Sprintf("%q (pid %d) and its children", r.command, pid))
 	gateW.Write([]byte("\n"))
 	gateW.Close()
 
@@ -334,6 +336,18 @@ func (r *recording) launch(ctx context.Context, path string, args []string) int 
 		r.notes = append(r.notes, fmt.Sprintf("command %s: %v", filepath.Base(path), waitErr))
 	}
 	return r.stop(why)
+}
+
+// started tells the user that recording has begun.
+func (r *recording) started(what string) {
+	if r.flags.quiet {
+		return
+	}
+	until := "Ctrl-C to stop"
+	if r.flags.duration > 0 {
+		until = fmt.Sprintf("for %s or until Ctrl-C", r.flags.duration)
+	}
+	fmt.Fprintf(r.stderr, "wallprof: recording %s at %d Hz, %s\n", what, r.flags.freq, until)
 }
 
 type stopReason int

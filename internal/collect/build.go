@@ -32,6 +32,8 @@ type Aggregator struct {
 	resolvers   map[uint32]ProcessResolver
 	entries     map[string]*aggEntry
 	order       []*aggEntry
+	last        map[threadState]*aggEntry // the latest sample of each thread and state
+	lastAny     map[uint32]*aggEntry      // the latest sample of each thread
 	comm        map[uint32]string
 	perThread   map[uint32]int
 	key         []byte
@@ -55,7 +57,14 @@ func NewAggregator(newResolver func(pid int) (ProcessResolver, error)) *Aggregat
 		entries:     map[string]*aggEntry{},
 		comm:        map[uint32]string{},
 		perThread:   map[uint32]int{},
+		last:        map[threadState]*aggEntry{},
+		lastAny:     map[uint32]*aggEntry{},
 	}
+}
+
+type threadState struct {
+	tid   uint32
+	state profile.State
 }
 
 // Resolver returns the resolver of pid, creating it if needed (nil if the
@@ -104,14 +113,35 @@ func (a *Aggregator) add(s *RawSample, st profile.State, kernel, user []uint64, 
 		k = binary.LittleEndian.AppendUint64(k, addr)
 	}
 	a.key = k
-	if e, ok := a.entries[string(k)]; ok {
+	e, ok := a.entries[string(k)]
+	if ok {
 		e.value += w
-		return
+	} else {
+		e = &aggEntry{pid: s.PID, tid: s.TID, comm: s.Comm, state: st,
+			kernel: append([]uint64(nil), kernel...), user: append([]uint64(nil), user...), value: w}
+		a.entries[string(k)] = e
+		a.order = append(a.order, e)
 	}
-	e := &aggEntry{pid: s.PID, tid: s.TID, comm: s.Comm, state: st,
-		kernel: append([]uint64(nil), kernel...), user: append([]uint64(nil), user...), value: w}
-	a.entries[string(k)] = e
-	a.order = append(a.order, e)
+	a.last[threadState{s.TID, st}] = e
+	a.lastAny[s.TID] = e
+}
+
+// AddRemainder adds time that no sample represents to the latest sample of
+// the same thread and state (or, failing that, to the thread's latest stack
+// in that state): the stack a thread was last seen in is the likeliest one
+// for the few milliseconds after it. A thread with no sample at all keeps the
+// time in its totals only.
+func (a *Aggregator) AddRemainder(r Remainder) bool {
+	if e, ok := a.last[threadState{r.TID, r.State}]; ok {
+		e.value += int64(r.Nanos)
+		return true
+	}
+	e, ok := a.lastAny[r.TID]
+	if !ok {
+		return false
+	}
+	a.add(&RawSample{PID: e.pid, TID: e.tid, Comm: e.comm}, r.State, e.kernel, e.user, int64(r.Nanos))
+	return true
 }
 
 // Build turns a recording's result and its aggregated samples into a
@@ -131,6 +161,9 @@ func Build(res *Result, a *Aggregator, kernel KernelResolver, command string) *p
 	}
 	cost := res.Cost
 	p.Cost = &cost
+	for _, r := range res.Remainders {
+		a.AddRemainder(r)
+	}
 	b := &builder{p: p, a: a, kernel: kernel, locs: map[locKey]*profile.Location{}, maps: map[*profile.Mapping]*profile.Mapping{}}
 	for _, e := range a.order {
 		p.Samples = append(p.Samples, b.sample(e))

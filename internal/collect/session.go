@@ -29,6 +29,8 @@ var lostNames = []string{
 	"", // a due off-CPU sample deferred to a later switch-in: not a loss
 	"thread-exit-dropped",
 	"preempted-stack-failed",
+	"switch-in-missed",
+	"switch-out-missed",
 }
 
 // Session is one live recording. It is not safe for concurrent use, except
@@ -75,11 +77,8 @@ func Open(plan Plan) (*Session, error) {
 		finished: make(chan struct{}),
 		exits:    map[uint32]*ThreadExit{},
 	}
-	s.startNs = linux.Monotonic()
-	s.wallStart = time.Now()
 	s.cpuStart = linux.CPUTime()
 	consts := map[string]any{
-		"start_ns":     s.startNs,
 		"period_ns":    plan.PeriodNs(),
 		"follow_forks": boolByte(plan.FollowForks),
 	}
@@ -98,6 +97,22 @@ func Open(plan Plan) (*Session, error) {
 			return nil, fmt.Errorf("the kernel's BPF verifier rejected wallprof's program: %v", verr)
 		}
 		return nil, fmt.Errorf("load BPF program: %w", err)
+	}
+	// The targets are known before any probe is attached, so that every
+	// thread they create from now on is seen being created.
+	for _, pid := range plan.PIDs {
+		if err := s.objs.core.Targets.Update(uint32(pid), uint8(1), ebpf.UpdateAny); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("add target %d: %w", pid, err)
+		}
+	}
+	// The recording starts now: threads that existed before are accounted
+	// from here.
+	s.startNs = linux.Monotonic()
+	s.wallStart = time.Now()
+	if err := s.objs.core.StartNs.Set(s.startNs); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("configure BPF program (start_ns): %w", err)
 	}
 	if err := s.attach(); err != nil {
 		s.Close()
@@ -131,7 +146,9 @@ func (s *Session) attach() error {
 	// The user stacks of blocked threads are taken as they leave their
 	// syscall (sys_exit, attached with the scheduler tracepoints above) or,
 	// where the kernel has kprobes, right at the switch-in.
-	if sym, err := linux.FindKernelSymbol("finish_task_switch"); err == nil {
+	if !linux.HasKprobes() {
+		// Nothing to try: sys_exit covers it.
+	} else if sym, err := linux.FindKernelSymbol("finish_task_switch"); err == nil {
 		if p, err := s.loadOptional("on_switch_in"); err == nil {
 			if kp, err := link.Kprobe(sym, p, nil); err == nil {
 				s.links = append(s.links, kp)
@@ -161,29 +178,27 @@ func (s *Session) attach() error {
 // StartNs is the recording's start on CLOCK_MONOTONIC.
 func (s *Session) StartNs() uint64 { return s.startNs }
 
-// AddTarget starts recording process pid. Its existing threads are entered in
-// the thread table from /proc; firstNs is when they are taken to have started
-// (the recording's start for a process that was already running).
-func (s *Session) AddTarget(pid int, firstNs uint64) error {
-	one := uint8(1)
-	if err := s.objs.core.Targets.Update(uint32(pid), one, ebpf.UpdateAny); err != nil {
-		return fmt.Errorf("add target %d: %w", pid, err)
-	}
+// SeedThreads enters the threads that a target had when the recording
+// started in the thread table, in the state /proc shows, so that a thread
+// blocked for the whole recording is accounted too. Threads already entered
+// by their own scheduler events are left alone.
+func (s *Session) SeedThreads(pid int) error {
 	tasks, err := linux.ListTasks(pid)
 	if err != nil {
 		return err
 	}
+	first := s.startNs
 	for _, t := range tasks {
-		st := bpf.WallprofTstate{FirstTs: firstNs, Pid: uint32(pid)}
+		st := bpf.WallprofTstate{FirstTs: first, Pid: uint32(pid)}
 		switch t.State {
 		case 'R':
-			st.OnCpu, st.InTs = 1, firstNs
+			st.OnCpu, st.InTs = 1, first
 		case 'S':
-			st.OutState, st.OutTs = uint8(profile.Sleeping), firstNs
+			st.OutState, st.OutTs = uint8(profile.Sleeping), first
 		case 'D':
-			st.OutState, st.OutTs = uint8(profile.Disk), firstNs
+			st.OutState, st.OutTs = uint8(profile.Disk), first
 		default:
-			st.OutState, st.OutTs = uint8(profile.Other), firstNs
+			st.OutState, st.OutTs = uint8(profile.Other), first
 		}
 		err := s.objs.core.Threads.Update(uint32(t.TID), &st, ebpf.UpdateNoExist)
 		if err != nil && !errors.Is(err, ebpf.ErrKeyExist) {
@@ -280,20 +295,21 @@ func (s *Session) lostCounts() map[string]uint64 {
 // optional programs that could be loaded on this kernel.
 type objects struct {
 	core struct {
-		OnSwitch    *ebpf.Program `ebpf:"on_switch"`
-		OnWakeup    *ebpf.Program `ebpf:"on_wakeup"`
-		OnWakeupNew *ebpf.Program `ebpf:"on_wakeup_new"`
-		OnFork      *ebpf.Program `ebpf:"on_fork"`
-		OnSysExit   *ebpf.Program `ebpf:"on_sys_exit"`
-		OnCpuSample *ebpf.Program `ebpf:"on_cpu_sample"`
-		DumpOffcpu  *ebpf.Program `ebpf:"dump_offcpu"`
-		Events      *ebpf.Map     `ebpf:"events"`
-		Lost        *ebpf.Map     `ebpf:"lost"`
-		Pendings    *ebpf.Map     `ebpf:"pendings"`
-		Targets     *ebpf.Map     `ebpf:"targets"`
-		Threads     *ebpf.Map     `ebpf:"threads"`
-		Stash       *ebpf.Map     `ebpf:"stash"`
-		Scratch     *ebpf.Map     `ebpf:"scratch"`
+		OnSwitch    *ebpf.Program  `ebpf:"on_switch"`
+		OnWakeup    *ebpf.Program  `ebpf:"on_wakeup"`
+		OnWakeupNew *ebpf.Program  `ebpf:"on_wakeup_new"`
+		OnFork      *ebpf.Program  `ebpf:"on_fork"`
+		OnSysExit   *ebpf.Program  `ebpf:"on_sys_exit"`
+		OnCpuSample *ebpf.Program  `ebpf:"on_cpu_sample"`
+		DumpOffcpu  *ebpf.Program  `ebpf:"dump_offcpu"`
+		Events      *ebpf.Map      `ebpf:"events"`
+		Lost        *ebpf.Map      `ebpf:"lost"`
+		Pendings    *ebpf.Map      `ebpf:"pendings"`
+		Targets     *ebpf.Map      `ebpf:"targets"`
+		Threads     *ebpf.Map      `ebpf:"threads"`
+		Stash       *ebpf.Map      `ebpf:"stash"`
+		Scratch     *ebpf.Map      `ebpf:"scratch"`
+		StartNs     *ebpf.Variable `ebpf:"start_ns"`
 	}
 	optional []*ebpf.Program
 }

@@ -23,8 +23,18 @@ type ThreadRecord struct {
 	Time     [profile.NumStates]uint64
 }
 
+// Remainder is time a thread spent in a state that no stack sample
+// represents: less than a sampling period, left over when the thread exited or
+// the recording ended.
+type Remainder struct {
+	PID, TID uint32
+	State    profile.State
+	Nanos    uint64
+}
+
 // Result is what a session recorded, before symbolization.
 type Result struct {
+	Remainders     []Remainder
 	StartNs, EndNs uint64
 	WallStart      time.Time
 	PeriodNs       uint64
@@ -74,6 +84,7 @@ func (s *Session) Stop() (*Result, error) {
 		live[tid] = st
 	}
 	for _, e := range exits {
+		res.addRemainders(e.PID, e.TID, &e.State, true)
 		res.Threads = append(res.Threads, &ThreadRecord{
 			PID: e.PID, TID: e.TID, Name: e.Comm, FirstNs: e.State.FirstTS,
 			EndNs: e.TS, Exited: true, Time: e.State.Time,
@@ -93,6 +104,9 @@ func (s *Session) Stop() (*Result, error) {
 		if s.sink != nil {
 			s.sink(fs)
 		}
+	}
+	for tid, st := range live {
+		res.addRemainders(st.PID, tid, &st, !seen[tid])
 	}
 	for _, t := range res.Threads {
 		res.Cost.TargetCPU += time.Duration(t.Time[profile.OnCPU])
@@ -217,4 +231,20 @@ func (s *Session) Close() {
 // IsPermission reports whether err is a permission error from the kernel.
 func IsPermission(err error) bool {
 	return errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)
+}
+
+// addRemainders records what a thread accumulated past its last sample: its
+// on-CPU remainder, and its off-CPU remainders when no final sample took them.
+func (r *Result) addRemainders(pid, tid uint32, st *ThreadState, offCPU bool) {
+	if st.CPUAcc > 0 {
+		r.Remainders = append(r.Remainders, Remainder{pid, tid, profile.OnCPU, st.CPUAcc})
+	}
+	if !offCPU {
+		return
+	}
+	for i := profile.Runnable; i < profile.NumStates; i++ {
+		if st.Acc[i] > 0 {
+			r.Remainders = append(r.Remainders, Remainder{pid, tid, i, st.Acc[i]})
+		}
+	}
 }

@@ -299,3 +299,15 @@ func WaitExit(pid int, done <-chan struct{}) error {
 		}
 	}
 }
+
+// HasKprobes reports whether the kernel can attach kprobes (through the
+// kprobe PMU or tracefs).
+func HasKprobes() bool {
+	for _, p := range []string{"/sys/bus/event_source/devices/kprobe", "/sys/kernel/tracing/kprobe_events",
+		"/sys/kernel/debug/tracing/kprobe_events"} {
+		if _, err := os.Stat(p); err == nil {
+			return true
+		}
+	}
+	return false
+}

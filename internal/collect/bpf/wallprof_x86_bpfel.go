@@ -68,6 +68,8 @@ type WallprofTstate struct {
 	OutState uint8
 	Exited   uint8
 	Pad      uint8
+	WakeCpu  uint32
+	Pad2     uint32
 }
 
 // Names of all BPF objects in the ELF.

@@ -19,7 +19,12 @@ typedef _Bool bool;
 
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
 
+struct thread_info {
+	unsigned int cpu;
+};
+
 struct task_struct {
+	struct thread_info thread_info;
 	int pid;
 	int tgid;
 	char comm[16];
@@ -40,6 +45,11 @@ struct bpf_iter_meta {
 struct bpf_iter__task {
 	struct bpf_iter_meta *meta;
 	struct task_struct *task;
+};
+
+/* Kernels whose task_struct keeps the CPU outside thread_info. */
+struct task_struct___cpu {
+	unsigned int cpu;
 };
 
 #pragma clang attribute pop

@@ -67,6 +67,8 @@ enum {
 	LOST_PENDING, /* a due off-CPU sample was deferred */
 	LOST_EXIT,
 	LOST_STASH,
+	LOST_SWITCH_OUT, /* a switch-out without the switch-in before it */
+	LOST_SWITCH_IN,  /* a switch-in without the switch-out before it */
 	NLOST,
 };
 
@@ -84,6 +86,8 @@ struct tstate {
 	u8 out_state;
 	u8 exited;
 	u8 pad;
+	u32 wake_cpu; /* the CPU whose run queue the thread was woken onto */
+	u32 pad2;
 };
 
 struct sample_event {
@@ -121,8 +125,9 @@ struct pending {
 	u64 kstack[MAX_STACK];
 };
 
+/* Set by user space after loading, right before attaching. */
+volatile u64 start_ns = 0;
 /* Set by user space before loading. */
-const volatile u64 start_ns = 0;
 const volatile u64 period_ns = 10101010;
 const volatile u8 follow_forks = 0;
 
@@ -225,6 +230,14 @@ static __always_inline struct tstate *lookup_thread(u32 tid, u32 tgid, u64 now, 
 		return NULL;
 	}
 	return bpf_map_lookup_elem(&threads, &tid);
+}
+
+/* task_cpu is the CPU whose run queue the task is on. */
+static __always_inline u32 task_cpu(struct task_struct *p)
+{
+	if (bpf_core_field_exists(p->thread_info.cpu))
+		return BPF_CORE_READ(p, thread_info.cpu);
+	return BPF_CORE_READ((struct task_struct___cpu *)p, cpu);
 }
 
 static __always_inline u8 classify(bool preempt, unsigned int prev_state)
@@ -355,12 +368,61 @@ static __always_inline void stash_current(void *ctx, u32 tid, u64 now)
 		count_lost(LOST_STASH);
 }
 
+/* emit_pending takes the user stack of a thread that has come back on a CPU
+ * and made a sample due; the kernel stack was taken at the switch-in. */
+static __always_inline int emit_pending(void *ctx)
+{
+	u32 zero = 0;
+	struct pending *p = bpf_map_lookup_elem(&pendings, &zero);
+	if (!p || !p->tid)
+		return 0;
+	u32 tid = (u32)bpf_get_current_pid_tgid();
+	if (p->tid != tid)
+		return 0;
+	p->tid = 0;
+	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(LOST_RINGBUF);
+		return 0;
+	}
+	fill_header(e, 0);
+#pragma unroll
+	for (int i = 0; i < NSTATES; i++)
+		e->weight[i] = p->weight[i];
+	e->klen = p->klen;
+	if (e->klen < 0)
+		count_lost(LOST_KSTACK);
+	bpf_probe_read_kernel(e->kstack, sizeof(e->kstack), p->kstack);
+	fill_user(ctx, e);
+	submit(e);
+	return 0;
+}
+
 static __always_inline void switch_out(void *ctx, struct tstate *st, u32 tid, u64 now, bool preempt,
 				       unsigned int prev_state)
 {
 	u64 since = st->in_ts;
-	if (!st->on_cpu) /* should not happen: we missed a switch-in */
-		since = st->wake_ts > st->out_ts ? st->wake_ts : st->out_ts;
+	if (!st->on_cpu) {
+		/* The kernel did not report this thread's switch-in (seen on
+		 * 6.18, a few times a second). Keep the totals whole with the
+		 * likeliest split: a preempted thread ran from its preemption on
+		 * (its wait for a CPU was short); a blocked thread stayed in its
+		 * state until its wake-up if we saw one, and ran from then on,
+		 * else until now. */
+		u64 w = st->out_ts;
+		u8 k = st->out_state < NSTATES ? st->out_state : ST_OTHER;
+		if (k != ST_RUNNABLE && k != ST_ONCPU) {
+			w = st->wake_ts ? st->wake_ts : now;
+			if (w < st->out_ts)
+				w = st->out_ts;
+			if (w > now)
+				w = now;
+			st->time[k] += w - st->out_ts;
+			st->acc[k] += w - st->out_ts;
+		}
+		since = w;
+		count_lost(LOST_SWITCH_OUT);
+	}
 	if (now > since)
 		st->time[ST_ONCPU] += now - since;
 	u64 mark = since > st->cpu_mark ? since : st->cpu_mark;
@@ -386,12 +448,16 @@ static __always_inline void switch_out(void *ctx, struct tstate *st, u32 tid, u6
 		stash_current(ctx, tid, now);
 }
 
-static __always_inline void add_time(struct tstate *st, u64 *w, int i, u64 d, bool *due)
+static __always_inline void add_time(struct tstate *st, int i, u64 d)
 {
-	if (!d)
-		return;
 	st->time[i] += d;
 	st->acc[i] += d;
+}
+
+/* take_due moves the whole sampling periods accumulated in state i into the
+ * weights of a sample. */
+static __always_inline void take_due(struct tstate *st, u64 *w, int i, bool *due)
+{
 	if (st->acc[i] >= period_ns) {
 		u64 n = (st->acc[i] / period_ns) * period_ns;
 		st->acc[i] -= n;
@@ -452,12 +518,17 @@ static __always_inline void defer_sample(struct task_struct *next, u32 tid, u64 
 	p->klen = bpf_get_task_stack(next, p->kstack, sizeof(p->kstack), 0);
 }
 
-static __always_inline void switch_in(struct task_struct *next, struct tstate *st, u32 tid, u64 now)
+static __always_inline void switch_in(struct task_struct *next, struct tstate *st, u32 tid, u64 now,
+				      bool from_idle)
 {
 	u64 d[NSTATES] = {};
 	u64 out_ts = st->out_ts;
 	bool preempted = !st->on_cpu && st->out_state == ST_RUNNABLE;
 	if (st->on_cpu) {
+		/* A thread seeded as running that was in fact waiting; or we
+		 * missed its switch-out. */
+		if (st->first_ts != start_ns || st->in_ts != start_ns)
+			count_lost(LOST_SWITCH_IN);
 		if (now > st->in_ts)
 			d[ST_RUNNABLE] = now - st->in_ts;
 	} else if (now > st->out_ts) {
@@ -473,24 +544,43 @@ static __always_inline void switch_in(struct task_struct *next, struct tstate *s
 			if (w > now)
 				w = now;
 			d[k] = w - st->out_ts;
+			if (from_idle && st->wake_cpu == bpf_get_smp_processor_id()) {
+				/* Woken onto this CPU while it was idle: it waited
+				 * for the CPU to leave idle, not for a CPU. The kernel's CPU time
+				 * (schedstat, getrusage, CLOCK_THREAD_CPUTIME_ID)
+				 * counts this as running; so do we. */
+				st->on_cpu = 1;
+				st->in_ts = w;
+				goto sample;
+			}
 			d[ST_RUNNABLE] = now - w;
 		}
 	}
 	st->on_cpu = 1;
 	st->in_ts = now;
+sample:
 	st->wake_ts = 0;
 
 	u64 w[NSTATES] = {};
 	bool due = false;
-	add_time(st, w, ST_RUNNABLE, d[ST_RUNNABLE], &due);
-	add_time(st, w, ST_SLEEPING, d[ST_SLEEPING], &due);
-	add_time(st, w, ST_DISK, d[ST_DISK], &due);
-	add_time(st, w, ST_OTHER, d[ST_OTHER], &due);
-	if (!due)
+	add_time(st, ST_RUNNABLE, d[ST_RUNNABLE]);
+	add_time(st, ST_SLEEPING, d[ST_SLEEPING]);
+	add_time(st, ST_DISK, d[ST_DISK]);
+	add_time(st, ST_OTHER, d[ST_OTHER]);
+	if (preempted) {
+		/* Only runnable time was added, and the stack kept at the
+		 * preemption is the one it was spent in. */
+		take_due(st, w, ST_RUNNABLE, &due);
+		if (due && !emit_stash(tid, out_ts, w))
+			defer_sample(next, tid, w);
 		return;
-	if (preempted && emit_stash(tid, out_ts, w))
-		return;
-	defer_sample(next, tid, w);
+	}
+	take_due(st, w, ST_RUNNABLE, &due);
+	take_due(st, w, ST_SLEEPING, &due);
+	take_due(st, w, ST_DISK, &due);
+	take_due(st, w, ST_OTHER, &due);
+	if (due)
+		defer_sample(next, tid, w);
 }
 
 SEC("tp_btf/sched_switch")
@@ -500,12 +590,17 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	u64 now = bpf_ktime_get_ns();
 	u32 tid = prev->pid;
 	struct tstate *st = lookup_thread(tid, prev->tgid, now, NEW_RUNNING);
-	if (st)
+	if (st) {
+		/* A sample left for prev's return from its syscall, if it is
+		 * switched out again first (preempted on the way out): we are in
+		 * its context, take it now. */
+		emit_pending(ctx);
 		switch_out(ctx, st, tid, now, preempt, prev_state);
+	}
 	tid = next->pid;
 	st = lookup_thread(tid, next->tgid, now, NEW_OFF);
 	if (st)
-		switch_in(next, st, tid, now);
+		switch_in(next, st, tid, now, prev->pid == 0);
 	return 0;
 }
 
@@ -514,8 +609,10 @@ int BPF_PROG(on_wakeup, struct task_struct *p)
 {
 	u64 now = bpf_ktime_get_ns();
 	struct tstate *st = lookup_thread(p->pid, p->tgid, now, NEW_WOKEN);
-	if (st && !st->on_cpu && st->wake_ts == 0)
+	if (st && !st->on_cpu && st->wake_ts == 0) {
 		st->wake_ts = now;
+		st->wake_cpu = task_cpu(p);
+	}
 	return 0;
 }
 
@@ -562,42 +659,14 @@ int on_cpu_sample(void *ctx)
 		w[ST_ONCPU] = st->cpu_acc + (now > mark ? now - mark : 0);
 		st->cpu_acc = 0;
 		st->cpu_mark = now;
-	} else {
+	} else if (!st) {
 		w[ST_ONCPU] = period_ns; /* not in the thread table: nominal period */
 	}
+	/* else: the thread is between its switch-out tracepoint and the switch
+	 * itself; that time is already accounted. */
 	if (!w[ST_ONCPU])
 		return 0;
 	emit_current_sample(ctx, w);
-	return 0;
-}
-
-/* emit_pending takes the user stack of a thread that has come back on a CPU
- * and made a sample due; the kernel stack was taken at the switch-in. */
-static __always_inline int emit_pending(void *ctx)
-{
-	u32 zero = 0;
-	struct pending *p = bpf_map_lookup_elem(&pendings, &zero);
-	if (!p || !p->tid)
-		return 0;
-	u32 tid = (u32)bpf_get_current_pid_tgid();
-	if (p->tid != tid)
-		return 0;
-	p->tid = 0;
-	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_lost(LOST_RINGBUF);
-		return 0;
-	}
-	fill_header(e, 0);
-#pragma unroll
-	for (int i = 0; i < NSTATES; i++)
-		e->weight[i] = p->weight[i];
-	e->klen = p->klen;
-	if (e->klen < 0)
-		count_lost(LOST_KSTACK);
-	bpf_probe_read_kernel(e->kstack, sizeof(e->kstack), p->kstack);
-	fill_user(ctx, e);
-	submit(e);
 	return 0;
 }
 
@@ -605,7 +674,41 @@ static __always_inline int emit_pending(void *ctx)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(on_sys_exit)
 {
-	return emit_pending(ctx);
+	emit_pending(ctx);
+	/* The kernel sometimes does not report a switch-in (seen on 6.18, a few
+	 * times a second). A thread that leaves a syscall while the table says
+	 * it is off CPU is such a thread: account its interval now, while its
+	 * stack is still the one it blocked in. */
+	u32 tid = (u32)bpf_get_current_pid_tgid();
+	struct tstate *st = bpf_map_lookup_elem(&threads, &tid);
+	if (!st || st->on_cpu)
+		return 0;
+	u64 now = bpf_ktime_get_ns();
+	u8 k = st->out_state < NSTATES ? st->out_state : ST_OTHER;
+	u64 w = st->out_ts;
+	if (k != ST_RUNNABLE && k != ST_ONCPU) {
+		w = st->wake_ts ? st->wake_ts : now;
+		if (w < st->out_ts)
+			w = st->out_ts;
+		if (w > now)
+			w = now;
+		add_time(st, k, w - st->out_ts);
+	}
+	/* From the wake-up (or the preemption) on, it ran or waited for a CPU:
+	 * we cannot tell which, and count it on CPU. */
+	st->on_cpu = 1;
+	st->in_ts = w;
+	st->wake_ts = 0;
+	count_lost(LOST_SWITCH_OUT);
+	u64 wt[NSTATES] = {};
+	bool due = false;
+	take_due(st, wt, ST_SLEEPING, &due);
+	take_due(st, wt, ST_DISK, &due);
+	take_due(st, wt, ST_OTHER, &due);
+	take_due(st, wt, ST_RUNNABLE, &due);
+	if (due)
+		emit_current_sample(ctx, wt);
+	return 0;
 }
 
 /* Where kprobes exist, the same right at the switch-in. */
