@@ -87,7 +87,9 @@ func Open(plan Plan) (*Session, error) {
 			return nil, fmt.Errorf("configure BPF program (%s): %w", name, err)
 		}
 	}
-	if st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
+	if os.Getenv("WALLPROF_NO_BPF_STATS") != "" {
+		// For measuring the cost of the statistics themselves.
+	} else if st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
 		s.stats = st // closing it restores the previous setting
 	}
 	if err := spec.LoadAndAssign(&s.objs.core, nil); err != nil {

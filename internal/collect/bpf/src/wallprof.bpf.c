@@ -350,6 +350,15 @@ static __always_inline void emit_exit(struct tstate *st, u32 tid, u64 now)
 	bpf_map_delete_elem(&threads, &tid);
 }
 
+/* in_syscall reports whether the current thread entered the kernel through
+ * a syscall (orig_ax holds its number) rather than an interrupt or exception. */
+static __always_inline bool in_syscall(void)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	long nr = (long)BPF_CORE_READ(regs, orig_ax);
+	return nr >= 0;
+}
+
 /* stash_current keeps the stack of a thread being preempted (we run in its
  * context), for a sample that its switch-in may make due. */
 static __always_inline void stash_current(void *ctx, u32 tid, u64 now)
@@ -444,7 +453,13 @@ static __always_inline void switch_out(void *ctx, struct tstate *st, u32 tid, u6
 	st->out_state = classify(preempt, prev_state);
 	if (prev_state & TASK_DEAD)
 		emit_exit(st, tid, now);
-	else if (st->out_state == ST_RUNNABLE)
+	else if (st->out_state == ST_RUNNABLE && !in_syscall())
+		/* Preempted while running user code (a tick, an interrupt): its
+		 * stack is kept now, as nothing runs in its context between its
+		 * switch-in and its return to user code. A thread preempted
+		 * inside a syscall (a wake-up preempting the waker, the commonest
+		 * case) is sampled when it leaves the syscall, like a blocked
+		 * one, so these copies stay bounded by the tick rate. */
 		stash_current(ctx, tid, now);
 }
 
