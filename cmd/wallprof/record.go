@@ -48,6 +48,7 @@ type recordFlags struct {
 	duration time.Duration
 	format   string
 	quiet    bool
+	noStats  bool
 }
 
 func parseRecordFlags(args []string, stderr io.Writer) (*recordFlags, []string, int) {
@@ -63,6 +64,7 @@ func parseRecordFlags(args []string, stderr io.Writer) (*recordFlags, []string, 
 	fs.DurationVar(&f.duration, "duration", 0, "stop after this long, e.g. 30s (default: until Ctrl-C or the target exits)")
 	fs.StringVar(&f.format, "format", "pprof", "output format: pprof (gzipped protobuf) or collapsed (folded stacks, nanoseconds)")
 	fs.BoolVar(&f.quiet, "q", false, "print nothing but errors")
+	fs.BoolVar(&f.noStats, "no-bpf-stats", false, "do not turn on the kernel's BPF statistics (wallprof's own BPF run time is then not reported; saves about 40ns per probe run)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, recordUsage)
 		fs.PrintDefaults()
@@ -224,7 +226,8 @@ func (r *recording) newSession(pid int, follow bool) error {
 	r.agg = collect.NewAggregator(func(pid int) (collect.ProcessResolver, error) {
 		return r.cache.NewProcess(pid)
 	})
-	s, err := collect.Open(collect.Plan{PIDs: []int{pid}, FollowForks: follow, Freq: r.flags.freq, Duration: r.flags.duration})
+	s, err := collect.Open(collect.Plan{PIDs: []int{pid}, FollowForks: follow, Freq: r.flags.freq, Duration: r.flags.duration,
+		NoBPFStats: r.flags.noStats})
 	if err != nil {
 		return err
 	}
@@ -449,10 +452,13 @@ func (r *recording) summary(p *profile.Profile) {
 	}
 	fmt.Fprintf(w, "wallprof: recorded %s of %q: %d threads, %d stack samples, lost events: %s\n",
 		p.Duration.Round(time.Millisecond), p.Command, len(p.Threads), nsamples, lostSummary(p.Lost))
-	if c := p.Cost; c != nil {
+	if c := p.Cost; c != nil && c.BPFRunCount > 0 {
 		fmt.Fprintf(w, "wallprof: cost: profiler CPU %s (%s of target CPU), BPF %s (%s) in %d program runs\n",
 			c.ProfilerCPU.Round(time.Microsecond), pct(c.ProfilerCPU, c.TargetCPU),
 			c.BPFRunTime.Round(time.Microsecond), pct(c.BPFRunTime, c.TargetCPU), c.BPFRunCount)
+	} else if c != nil {
+		fmt.Fprintf(w, "wallprof: cost: profiler CPU %s (%s of target CPU), BPF run time not measured\n",
+			c.ProfilerCPU.Round(time.Microsecond), pct(c.ProfilerCPU, c.TargetCPU))
 	}
 	size := int64(0)
 	if fi, err := os.Stat(r.flags.output); err == nil {

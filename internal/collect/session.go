@@ -87,8 +87,8 @@ func Open(plan Plan) (*Session, error) {
 			return nil, fmt.Errorf("configure BPF program (%s): %w", name, err)
 		}
 	}
-	if os.Getenv("WALLPROF_NO_BPF_STATS") != "" {
-		// For measuring the cost of the statistics themselves.
+	if plan.NoBPFStats {
+		// The caller chose not to measure BPF run time.
 	} else if st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
 		s.stats = st // closing it restores the previous setting
 	}

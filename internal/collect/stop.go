@@ -112,7 +112,9 @@ func (s *Session) Stop() (*Result, error) {
 		res.Cost.TargetCPU += time.Duration(t.Time[profile.OnCPU])
 	}
 	res.Cost.ProfilerCPU = linux.CPUTime() - s.cpuStart
-	res.Cost.BPFRunTime, res.Cost.BPFRunCount = s.bpfStats()
+	if s.stats != nil {
+		res.Cost.BPFRunTime, res.Cost.BPFRunCount = s.bpfStats()
+	}
 	s.Close()
 	if iterErr != nil {
 		res.Lost["final-stacks-failed"]++
