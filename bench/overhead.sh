@@ -9,8 +9,11 @@
 #   ROUNDS=2 CONFIGS=none,perf-99,perf-sched,bpftrace bench/overhead.sh
 #
 # Environment: ROUNDS (5), CONFIGS (all: none,wallprof-99,wallprof-999,
-# perf-99,perf-sched,bpftrace), WORKLOADS (pingpong,cpubound),
-# PINGPONG_ITERS (100000), CPUBOUND_ITERS (300000000), OUT (a new temp dir).
+# wallprof-99-nostats,perf-99,perf-sched,bpftrace), WORKLOADS
+# (pingpong-pinned,pingpong,cpubound; NAME-pinned runs the whole command
+# under taskset -c 0, NAME-pinw only the workload), PINGPONG_ITERS (100000),
+# PINGPONG_PINNED_ITERS (1000000), CPUBOUND_ITERS (1000000000), OUT (a new
+# temp dir).
 set -euo pipefail
 
 die() { echo "overhead.sh: $*" >&2; exit 1; }

@@ -30,18 +30,22 @@ type env struct {
 
 func (e *env) out(name string) string { return filepath.Join(e.OutDir, name) }
 
-func wallprofAt(hz int) func(*env, []string) []string {
+func wallprofAt(name string, hz int, extra ...string) func(*env, []string) []string {
 	return func(e *env, argv []string) []string {
-		return append([]string{e.Wallprof, "record", "-F", fmt.Sprint(hz),
-			"-o", e.out(fmt.Sprintf("wallprof-%d.pb.gz", hz)), "--"}, argv...)
+		cmd := []string{e.Wallprof, "record", "-F", fmt.Sprint(hz), "-o", e.out(name + ".pb.gz")}
+		cmd = append(cmd, extra...)
+		return append(append(cmd, "--"), argv...)
 	}
 }
 
 // allConfigs are the configurations in the order they run in each round.
 var allConfigs = []config{
 	{Name: "none", Wrap: func(_ *env, argv []string) []string { return argv }},
-	{Name: "wallprof-99", Wrap: wallprofAt(99), Wallprof: true},
-	{Name: "wallprof-999", Wrap: wallprofAt(999), Wallprof: true},
+	{Name: "wallprof-99", Wrap: wallprofAt("wallprof-99", 99), Wallprof: true},
+	{Name: "wallprof-999", Wrap: wallprofAt("wallprof-999", 999), Wallprof: true},
+	// The same as wallprof-99 without kernel.bpf_stats_enabled: the cost of
+	// measuring the BPF run time (two clock reads per program run).
+	{Name: "wallprof-99-nostats", Wrap: wallprofAt("wallprof-99-nostats", 99, "--no-bpf-stats"), Wallprof: true},
 	{Name: "perf-99", Wrap: func(e *env, argv []string) []string {
 		return append([]string{e.Perf, "record", "-g", "-F", "99", "-o", e.out("perf.data"), "--"}, argv...)
 	}},

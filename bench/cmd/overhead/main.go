@@ -31,10 +31,10 @@ func main() {
 }
 
 type options struct {
-	binDir, offcpu, outDir  string
-	rounds                  int
-	configs, workloads      string
-	pingpongIters, cpuIters int
+	binDir, offcpu, outDir string
+	rounds                 int
+	configs, workloads     string
+	iters                  iterDefaults
 }
 
 func envInt(name string, def int) int {
@@ -60,9 +60,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.outDir, "out", "", "`dir` for profiles and results.csv (default: a new temporary dir)")
 	fs.IntVar(&o.rounds, "rounds", envInt("ROUNDS", 5), "rounds of interleaved runs (env ROUNDS)")
 	fs.StringVar(&o.configs, "configs", os.Getenv("CONFIGS"), "comma-separated configurations (env CONFIGS; default all: "+configNames()+")")
-	fs.StringVar(&o.workloads, "workloads", envStr("WORKLOADS", "pingpong,cpubound"), "comma-separated workloads (env WORKLOADS)")
-	fs.IntVar(&o.pingpongIters, "pingpong-iters", envInt("PINGPONG_ITERS", 100000), "pingpong round trips (env PINGPONG_ITERS)")
-	fs.IntVar(&o.cpuIters, "cpubound-iters", envInt("CPUBOUND_ITERS", 300000000), "cpubound steps (env CPUBOUND_ITERS)")
+	fs.StringVar(&o.workloads, "workloads", envStr("WORKLOADS", "pingpong-pinned,pingpong,cpubound"), "comma-separated workloads (env WORKLOADS)")
+	fs.IntVar(&o.iters.pingpong, "pingpong-iters", envInt("PINGPONG_ITERS", 100000), "unpinned pingpong round trips (env PINGPONG_ITERS)")
+	fs.IntVar(&o.iters.pingpongPinned, "pingpong-pinned-iters", envInt("PINGPONG_PINNED_ITERS", 1000000), "pinned pingpong round trips (env PINGPONG_PINNED_ITERS)")
+	fs.IntVar(&o.iters.cpubound, "cpubound-iters", envInt("CPUBOUND_ITERS", 1000000000), "cpubound steps (env CPUBOUND_ITERS)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -89,56 +90,71 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func bench(ctx context.Context, o *options, configs []config, stdout, stderr io.Writer) error {
-	e, err := setup(o, configs)
+	var workloads []workload
+	for _, label := range strings.Split(o.workloads, ",") {
+		w, err := parseWorkload(strings.TrimSpace(label), o.iters)
+		if err != nil {
+			return err
+		}
+		workloads = append(workloads, w)
+	}
+	e, err := setup(o, configs, workloads)
 	if err != nil {
 		return err
 	}
-	workloads := strings.Split(o.workloads, ",")
-	iters := map[string]int{"pingpong": o.pingpongIters, "cpubound": o.cpuIters}
 	var results []result
 	for _, wl := range workloads {
-		if _, ok := iters[wl]; !ok {
-			return fmt.Errorf("unknown workload %q (known: pingpong, cpubound)", wl)
-		}
-		argv := []string{filepath.Join(o.binDir, wl), "--iters", strconv.Itoa(iters[wl])}
-		if _, err := runWrapped(ctx, argv, wl); err != nil { // warm-up, not counted
+		if _, err := runWrapped(ctx, wl.outer(wl.argv(o.binDir)), wl.Bin); err != nil { // warm-up, not counted
 			return fmt.Errorf("warm-up: %w", err)
 		}
 		for round := 1; round <= o.rounds; round++ {
 			for _, c := range configs {
-				r, err := runOne(ctx, e, c, argv, wl)
+				r, err := runOne(ctx, e, c, o.binDir, wl)
 				if err != nil {
-					return fmt.Errorf("%s, %s, round %d: %w", wl, c.Name, round, err)
+					return fmt.Errorf("%s, %s, round %d: %w", wl.Label, c.Name, round, err)
 				}
-				r.Config, r.Workload, r.Round = c.Name, wl, round
-				fmt.Fprintf(stderr, "%s %-13s round %d/%d: wall %v, cpu %v, tool cpu %v\n", wl, c.Name, round,
+				r.Config, r.Workload, r.Round = c.Name, wl.Label, round
+				fmt.Fprintf(stderr, "%s %-19s round %d/%d: wall %v, cpu %v, tool cpu %v\n", wl.Label, c.Name, round,
 					o.rounds, r.W.Elapsed.Round(1e5), r.W.CPU.Round(1e5), r.ToolCPU.Round(1e5))
 				results = append(results, r)
 			}
 		}
-		checkChecksums(stderr, results, wl)
+		checkChecksums(stderr, results, wl.Label)
+	}
+	var labels []string
+	for _, wl := range workloads {
+		labels = append(labels, wl.Label)
 	}
 	fmt.Fprintf(stdout, "\n%d rounds, interleaved; medians; output in %s\n\n", o.rounds, e.OutDir)
-	printTable(stdout, workloads, configs, results)
+	printTables(stdout, labels, configs, results, false)
+	if err := writeMarkdown(filepath.Join(e.OutDir, "tables.md"), labels, configs, results); err != nil {
+		return err
+	}
 	return writeCSV(filepath.Join(e.OutDir, "results.csv"), results)
 }
 
-func runOne(ctx context.Context, e *env, c config, argv []string, wl string) (result, error) {
+func runOne(ctx context.Context, e *env, c config, binDir string, wl workload) (result, error) {
+	argv := wl.argv(binDir)
 	if c.Alongside != nil {
-		return runAlongside(ctx, c.Alongside(e, wl), argv, c.Ready, wl, e.out(c.Name+".out"))
+		return runAlongside(ctx, wl.outer(c.Alongside(e, wl.Bin)), wl.outer(argv), c.Ready, wl.Bin, e.out(c.Name+".out"))
 	}
-	return runWrapped(ctx, c.Wrap(e, argv), wl)
+	return runWrapped(ctx, wl.outer(c.Wrap(e, argv)), wl.Bin)
 }
 
 // setup checks privileges and tools and creates the output directory.
-func setup(o *options, configs []config) (*env, error) {
+func setup(o *options, configs []config, workloads []workload) (*env, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("run as root: perf, bpftrace and wallprof need it")
 	}
 	e := &env{OffcpuBT: o.offcpu, OutDir: o.outDir}
-	for _, wl := range strings.Split(o.workloads, ",") {
-		if _, err := os.Stat(filepath.Join(o.binDir, wl)); err != nil {
+	for _, wl := range workloads {
+		if _, err := os.Stat(filepath.Join(o.binDir, wl.Bin)); err != nil {
 			return nil, fmt.Errorf("workload binary missing (bench/overhead.sh builds it): %w", err)
+		}
+		if wl.Pin != pinNone {
+			if _, err := exec.LookPath(taskset[0]); err != nil {
+				return nil, fmt.Errorf("workload %s: %w", wl.Label, err)
+			}
 		}
 	}
 	for _, c := range configs {

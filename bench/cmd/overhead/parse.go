@@ -16,6 +16,7 @@ type workloadReport struct {
 	StartNS, EndNS   int64         // CLOCK_MONOTONIC at main's entry and at exit
 	SwitchesPerSec   float64       // pingpong only
 	Checksum         string        // cpubound only
+	Iters            int64
 	found, hasFields bool
 }
 
@@ -40,18 +41,24 @@ func parseWorkloadReport(stderr, name string) workloadReport {
 		r.StartNS, r.EndNS = num("start_mono_ns"), num("end_mono_ns")
 		r.SwitchesPerSec, _ = strconv.ParseFloat(kv["switches_per_s"], 64)
 		r.Checksum = kv["checksum"]
+		r.Iters = num("iters")
 		r.hasFields = r.Elapsed > 0 && r.EndNS > 0
 	}
 	return r
 }
 
 // selfReport is what wallprof says about its own cost on stderr, e.g.
-// "wallprof: cost: profiler CPU 120ms (3.1% of target CPU), BPF 40ms (1.0%)".
+// "wallprof: cost: profiler CPU 120ms (3.1% of target CPU), BPF 40ms (1.0%)
+// in 5000 program runs" ("BPF run time not measured" with --no-bpf-stats) and
+// "wallprof: wrote F (..) 41ms after the recording ended; peak memory 30 MiB".
 type selfReport struct {
 	ProfilerCPU, BPF time.Duration
-	HasCost          bool
+	CPUPct, BPFPct   float64 // of the target's CPU, as wallprof computes it
+	Runs             int64   // BPF program runs
+	HasCost, HasBPF  bool
 	Finish           time.Duration // end of target to profile written, if printed
 	HasFinish        bool
+	PeakMiB          float64 // wallprof's own peak memory, if printed
 }
 
 var (
@@ -61,6 +68,10 @@ var (
 	finishRE    = regexp.MustCompile(`(?i)(?:wrote|written|writ(?:e|ing)|flush\w*|finish\w*|finaliz\w*|saved?)\b.*?\bin\s+` + durRE)
 	finishAltR  = regexp.MustCompile(`(?i)(?:exit|end)\w*\s+to\s+(?:profile\s+)?(?:written|write|output)\w*\s*[:=]?\s*` + durRE)
 	finishAfter = regexp.MustCompile(`(?i)(?:wrote|written)\b.*?` + durRE + `\s+after\b`)
+	cpuPctRE    = regexp.MustCompile(`(?i)profiler\s+CPU\s*[:=]?\s*` + durRE + `\s*\(\s*([0-9.]+)\s*%`)
+	bpfPctRE    = regexp.MustCompile(`(?i)\bBPF\s*(?:time|run time|CPU)?\s*[:=]?\s*` + durRE + `\s*\(\s*([0-9.]+)\s*%`)
+	runsRE      = regexp.MustCompile(`(?i)\bin\s+([0-9]+)\s+(?:BPF\s+)?program\s+runs`)
+	peakMemRE   = regexp.MustCompile(`(?i)peak\s+memory\s*[:=]?\s*([0-9.]+)\s*(KiB|MiB|GiB|kB|MB|GB)`)
 )
 
 // parseSelfReport reads wallprof's lines on stderr leniently: it only needs
@@ -79,9 +90,28 @@ func parseSelfReport(stderr string) selfReport {
 				r.ProfilerCPU, r.HasCost = parseDur(m[1]), true
 			}
 			if m := costBPFRE.FindStringSubmatch(line); m != nil {
-				r.BPF = parseDur(m[1])
+				r.BPF, r.HasBPF = parseDur(m[1]), true
+			}
+			if m := cpuPctRE.FindStringSubmatch(line); m != nil {
+				r.CPUPct, _ = strconv.ParseFloat(m[2], 64)
+			}
+			if m := bpfPctRE.FindStringSubmatch(line); m != nil {
+				r.BPFPct, _ = strconv.ParseFloat(m[2], 64)
+			}
+			if m := runsRE.FindStringSubmatch(line); m != nil {
+				r.Runs, _ = strconv.ParseInt(m[1], 10, 64)
 			}
 			continue
+		}
+		if m := peakMemRE.FindStringSubmatch(line); m != nil {
+			f, _ := strconv.ParseFloat(m[1], 64)
+			switch strings.ToLower(m[2]) {
+			case "kib", "kb":
+				f /= 1024
+			case "gib", "gb":
+				f *= 1024
+			}
+			r.PeakMiB = f
 		}
 		for _, re := range []*regexp.Regexp{finishAfter, finishRE, finishAltR} {
 			if m := re.FindStringSubmatch(line); m != nil {

@@ -17,7 +17,7 @@ func TestParseWorkloadReport(t *testing.T) {
 		t.Errorf("cpubound found in pingpong output: %+v", r)
 	}
 	r = parseWorkloadReport("cpubound: iters=5 checksum=00ff elapsed_ns=7 user_ns=1 sys_ns=0 start_mono_ns=1 end_mono_ns=9", "cpubound")
-	if r.Checksum != "00ff" || r.Elapsed != 7 {
+	if r.Checksum != "00ff" || r.Elapsed != 7 || r.Iters != 5 {
 		t.Errorf("got %+v", r)
 	}
 }
@@ -43,6 +43,19 @@ func TestParseSelfReport(t *testing.T) {
 		if r.ProfilerCPU != c.cpu || r.BPF != c.bpf || r.Finish != c.finish || r.HasFinish != c.hasFinish {
 			t.Errorf("%q: got %+v", c.in, r)
 		}
+	}
+	// The exact lines of cmd/wallprof at da2053c, with and without BPF statistics.
+	r := parseSelfReport(`wallprof: recorded 7.376s of "./pingpong --iters 1000000": 2 threads, 1592 stack samples, lost events: switch-in-missed 50
+wallprof: cost: profiler CPU 165.193ms (3.09% of target CPU), BPF 175.83ms (3.29%) in 1006658 program runs
+wallprof: wrote /tmp/pp.pb.gz (pprof, 1013 bytes) 266ms after the recording ended; peak memory 43 MiB`)
+	if !r.HasCost || !r.HasBPF || r.ProfilerCPU != 165193*time.Microsecond || r.BPF != 175830*time.Microsecond ||
+		r.CPUPct != 3.09 || r.BPFPct != 3.29 || r.Runs != 1006658 || r.Finish != 266*time.Millisecond || r.PeakMiB != 43 {
+		t.Errorf("wallprof lines: got %+v", r)
+	}
+	r = parseSelfReport(`wallprof: cost: profiler CPU 43.578ms (1.23% of target CPU), BPF run time not measured
+wallprof: wrote /tmp/x.pb.gz (pprof, 5206 bytes) 196ms after the recording ended; peak memory 44 MiB`)
+	if !r.HasCost || r.HasBPF || r.CPUPct != 1.23 || r.Finish != 196*time.Millisecond || r.PeakMiB != 44 {
+		t.Errorf("--no-bpf-stats lines: got %+v", r)
 	}
 	if r := parseSelfReport("pingpong: iters=1 elapsed_ns=5\n"); r.HasCost || r.HasFinish {
 		t.Errorf("found a cost in workload output: %+v", r)

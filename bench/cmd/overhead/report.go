@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -46,44 +47,130 @@ func fmtRatio(x, base float64) string {
 	return fmt.Sprintf("%+.1f%%", 100*(x/base-1))
 }
 
-// printTable prints, per workload and configuration, the medians of every
-// measure and their ratio to the "none" configuration.
-func printTable(w io.Writer, workloads []string, configs []config, results []result) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tconfig\truns\tW wall\tslowdown\tW CPU\ttool CPU\tCPU/work vs none\tcmd wall\tstartup\ttail\tpeak RSS\tself CPU\tself BPF\tself tail\tswitches/s\t")
+// printTables prints, per workload and configuration, the medians of every
+// measure: first what the target feels (with ratios to "none"), then what
+// the profiler costs and reports about itself. With markdown, as Markdown
+// tables (for BENCHMARKS.md).
+func printTables(w io.Writer, workloads []string, configs []config, results []result, markdown bool) {
+	target := [][]string{{"workload", "config", "runs", "W wall", "slowdown", "W CPU", "tool CPU",
+		"CPU/work vs none", "switches/s", "cmd wall"}}
+	tool := [][]string{{"workload", "config", "startup", "tail", "peak RSS", "self CPU (% of W)",
+		"self BPF (% of W)", "BPF ns/switch", "BPF runs/switch", "self tail", "self peak mem"}}
 	for _, wl := range workloads {
-		var base []result
+		base := filter(results, wl, "none")
 		for _, c := range configs {
 			rs := filter(results, wl, c.Name)
-			if c.Name == "none" {
-				base = rs
-			}
 			if len(rs) == 0 {
 				continue
 			}
 			wall := func(r result) float64 { return sec(r.W.Elapsed) }
 			total := func(r result) float64 { return sec(r.W.CPU + r.ToolCPU) }
-			row := []string{wl, c.Name, strconv.Itoa(len(rs)),
+			target = append(target, []string{wl, c.Name, strconv.Itoa(len(rs)),
 				fmtDur(medianOf(rs, wall)), fmtRatio(medianOf(rs, wall), medianOf(base, wall)),
 				fmtDur(medianOf(rs, func(r result) float64 { return sec(r.W.CPU) })),
 				fmtDur(medianOf(rs, func(r result) float64 { return sec(r.ToolCPU) })),
 				fmtRatio(medianOf(rs, total), medianOf(base, total)),
+				switchesCol(rs),
 				fmtDur(medianOf(rs, func(r result) float64 { return sec(r.CmdWall) })),
+			})
+			if c.Name == "none" {
+				continue
+			}
+			tool = append(tool, []string{wl, c.Name,
 				fmtDur(medianOf(rs, func(r result) float64 { return sec(r.Startup) })),
 				fmtDur(medianOf(rs, func(r result) float64 { return sec(r.Tail) })),
 				fmt.Sprintf("%.1fMiB", medianOf(rs, func(r result) float64 { return float64(r.ToolRSSKB) })/1024),
-				selfCol(rs, func(r result) (time.Duration, bool) { return r.Self.ProfilerCPU, r.Self.HasCost }),
-				selfCol(rs, func(r result) (time.Duration, bool) { return r.Self.BPF, r.Self.HasCost }),
+				selfPct(rs, func(r result) (time.Duration, float64, bool) {
+					return r.Self.ProfilerCPU, r.Self.CPUPct, r.Self.HasCost
+				}),
+				selfPct(rs, func(r result) (time.Duration, float64, bool) { return r.Self.BPF, r.Self.BPFPct, r.Self.HasBPF }),
+				perSwitch(rs, wl, func(r result) float64 { return float64(r.Self.BPF.Nanoseconds()) }, "%.0f"),
+				perSwitch(rs, wl, func(r result) float64 { return float64(r.Self.Runs) }, "%.2f"),
 				selfCol(rs, func(r result) (time.Duration, bool) { return r.Self.Finish, r.Self.HasFinish }),
-				switchesCol(rs),
-			}
-			for _, cell := range row {
-				fmt.Fprint(tw, cell, "\t")
-			}
-			fmt.Fprintln(tw)
+				selfNum(rs, func(r result) (float64, bool) { return r.Self.PeakMiB, r.Self.PeakMiB > 0 }, "%.0fMiB"),
+			})
 		}
 	}
+	writeTable(w, target, markdown)
+	fmt.Fprintln(w)
+	writeTable(w, tool, markdown)
+}
+
+func writeTable(w io.Writer, rows [][]string, markdown bool) {
+	if markdown {
+		for i, row := range rows {
+			fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
+			if i == 0 {
+				fmt.Fprint(w, "|---|---|")
+				for range row[2:] {
+					fmt.Fprint(w, "---:|")
+				}
+				fmt.Fprintln(w)
+			}
+		}
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	for _, row := range rows {
+		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+	}
 	tw.Flush()
+}
+
+// writeMarkdown writes the tables as Markdown to path.
+func writeMarkdown(path string, workloads []string, configs []config, results []result) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	printTables(f, workloads, configs, results, true)
+	return f.Close()
+}
+
+// selfPct is the median of a duration wallprof reports with its median
+// percentage of the target's CPU, "-" if it did not report it.
+func selfPct(rs []result, f func(result) (time.Duration, float64, bool)) string {
+	var ds, ps []float64
+	for _, r := range rs {
+		if d, p, ok := f(r); ok {
+			ds, ps = append(ds, sec(d)), append(ps, p)
+		}
+	}
+	if len(ds) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%s (%.2f%%)", fmtDur(median(ds)), median(ps))
+}
+
+func selfNum(rs []result, f func(result) (float64, bool), format string) string {
+	var xs []float64
+	for _, r := range rs {
+		if x, ok := f(r); ok {
+			xs = append(xs, x)
+		}
+	}
+	if len(xs) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf(format, median(xs))
+}
+
+// perSwitch is the median of f per context switch of a ping-pong (2 per
+// round trip), for the runs where wallprof measured its BPF run time.
+func perSwitch(rs []result, wl string, f func(result) float64, format string) string {
+	if !strings.HasPrefix(wl, "pingpong") {
+		return "-"
+	}
+	var xs []float64
+	for _, r := range rs {
+		if r.Self.HasBPF && r.W.Iters > 0 {
+			xs = append(xs, f(r)/float64(2*r.W.Iters))
+		}
+	}
+	if len(xs) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf(format, median(xs))
 }
 
 func filter(rs []result, workload, config string) []result {
@@ -126,13 +213,16 @@ func writeCSV(path string, results []result) error {
 	}
 	cw := csv.NewWriter(f)
 	cw.Write([]string{"workload", "config", "round", "w_wall_ns", "w_cpu_ns", "tool_cpu_ns", "tool_rss_kb",
-		"cmd_wall_ns", "startup_ns", "tail_ns", "self_cpu_ns", "self_bpf_ns", "self_tail_ns", "switches_per_s"})
+		"cmd_wall_ns", "startup_ns", "tail_ns", "self_cpu_ns", "self_bpf_ns", "self_tail_ns", "switches_per_s",
+		"iters", "self_cpu_pct", "self_bpf_pct", "self_bpf_measured", "self_bpf_runs", "self_peak_mib"})
 	for _, r := range results {
 		cw.Write([]string{r.Workload, r.Config, strconv.Itoa(r.Round),
 			i64(int64(r.W.Elapsed)), i64(int64(r.W.CPU)), i64(int64(r.ToolCPU)), i64(r.ToolRSSKB),
 			i64(int64(r.CmdWall)), i64(int64(r.Startup)), i64(int64(r.Tail)),
 			i64(int64(r.Self.ProfilerCPU)), i64(int64(r.Self.BPF)), i64(int64(r.Self.Finish)),
-			strconv.FormatFloat(r.W.SwitchesPerSec, 'f', 0, 64)})
+			strconv.FormatFloat(r.W.SwitchesPerSec, 'f', 0, 64),
+			i64(r.W.Iters), fmt.Sprint(r.Self.CPUPct), fmt.Sprint(r.Self.BPFPct), strconv.FormatBool(r.Self.HasBPF),
+			i64(r.Self.Runs), fmt.Sprint(r.Self.PeakMiB)})
 	}
 	cw.Flush()
 	if err := cw.Error(); err != nil {

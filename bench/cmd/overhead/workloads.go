@@ -1,0 +1,70 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// pinMode says where a workload variant is pinned to CPU 0 with taskset.
+type pinMode int
+
+const (
+	pinNone     pinMode = iota
+	pinWhole            // "-pinned": the whole command, profiler and workload alike
+	pinWorkload         // "-pinw": the workload only; the profiler may use the other CPUs
+)
+
+// workload is one variant of a bench workload: NAME, NAME-pinned or NAME-pinw.
+type workload struct {
+	Label string // as given in WORKLOADS, used in the tables
+	Bin   string // pingpong or cpubound: the binary and its report prefix
+	Iters int
+	Pin   pinMode
+}
+
+// iterDefaults are the default sizes; pinned ping-pong runs ~10x faster than
+// unpinned (no wake-ups onto an idle vCPU), so it gets more round trips.
+type iterDefaults struct{ pingpong, pingpongPinned, cpubound int }
+
+func parseWorkload(label string, d iterDefaults) (workload, error) {
+	w := workload{Label: label, Bin: label}
+	if b, ok := strings.CutSuffix(label, "-pinned"); ok {
+		w.Bin, w.Pin = b, pinWhole
+	} else if b, ok := strings.CutSuffix(label, "-pinw"); ok {
+		w.Bin, w.Pin = b, pinWorkload
+	}
+	switch {
+	case w.Bin == "pingpong" && w.Pin == pinNone:
+		w.Iters = d.pingpong
+	case w.Bin == "pingpong":
+		w.Iters = d.pingpongPinned
+	case w.Bin == "cpubound":
+		w.Iters = d.cpubound
+	default:
+		return w, fmt.Errorf("unknown workload %q (known: pingpong, cpubound, each also as NAME-pinned or NAME-pinw)", label)
+	}
+	return w, nil
+}
+
+var taskset = []string{"taskset", "-c", "0"}
+
+// argv is the workload's own command (pinned itself for -pinw).
+func (w workload) argv(binDir string) []string {
+	a := []string{filepath.Join(binDir, w.Bin), "--iters", strconv.Itoa(w.Iters)}
+	if w.Pin == pinWorkload {
+		a = append(append([]string(nil), taskset...), a...)
+	}
+	return a
+}
+
+// outer pins a whole command (a profiler with its workload, a profiler
+// running alongside, or the workload alone) for -pinned. taskset execs the
+// command, so no process is added between the driver and the tool.
+func (w workload) outer(cmd []string) []string {
+	if w.Pin != pinWhole {
+		return cmd
+	}
+	return append(append([]string(nil), taskset...), cmd...)
+}
