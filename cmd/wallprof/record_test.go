@@ -45,6 +45,11 @@ func wallprofBin(t *testing.T) string {
 			buildErr = err
 			return
 		}
+		// Readable by all: a test runs it as an unprivileged user.
+		if err := os.Chmod(dir, 0o755); err != nil {
+			buildErr = err
+			return
+		}
 		binPath = filepath.Join(dir, "wallprof")
 		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
 		if err != nil {
@@ -352,4 +357,12 @@ func logStacks(t *testing.T, p *profile.Profile, tid int) {
 		}
 		t.Logf("  %s %v %s", s.State, time.Duration(s.Value), strings.Join(names, ";"))
 	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
 }
