@@ -29,8 +29,8 @@ var lostNames = []string{
 	"", // a due off-CPU sample deferred to a later switch-in: not a loss
 	"thread-exit-dropped",
 	"preempted-stack-failed",
-	"switch-in-missed",
-	"switch-out-missed",
+	"unreported-switch-in",
+	"unreported-switch-out",
 }
 
 // Session is one live recording. It is not safe for concurrent use, except

@@ -30,7 +30,10 @@ type Report struct {
 	DurationNS  int64   `json:"duration_ns"`     // length of the recording
 	PeriodNS    int64   `json:"period_ns"`       // sampling period, 0 if unknown
 	FrequencyHz float64 `json:"frequency_hz"`    // 1e9/period_ns, 0 if unknown
-	Samples     int     `json:"samples"`         // number of samples in the profile
+	Samples     int     `json:"samples"`         // number of samples in the profile (distinct thread, state and stack)
+	// StackSamples is how many stacks the recorder took (from the thread
+	// table), 0 if unknown.
+	StackSamples int `json:"stack_samples"`
 	// States are the totals for "wall" then each state (on-cpu, runnable,
 	// sleeping, disk, other).
 	States []StateTotal `json:"states"`
@@ -117,6 +120,9 @@ func NewReport(p *profile.Profile, top int) *Report {
 		Lost:       map[string]uint64{},
 		Notes:      append([]string{}, p.Notes...),
 		Threads:    []ThreadRow{},
+	}
+	for _, t := range p.Threads {
+		r.StackSamples += t.Samples
 	}
 	if !p.Start.IsZero() {
 		r.Start = p.Start.UTC().Format(time.RFC3339Nano)

@@ -53,7 +53,11 @@ func writeHeader(w io.Writer, r *Report) {
 	} else {
 		kv.add("frequency:", "unknown")
 	}
-	kv.add("samples:", fmt.Sprint(r.Samples))
+	if r.StackSamples > 0 {
+		kv.add("samples:", fmt.Sprintf("%d stacks taken, %d distinct (thread, state, stack)", r.StackSamples, r.Samples))
+	} else {
+		kv.add("samples:", fmt.Sprint(r.Samples))
+	}
 	kv.add("lost events:", lostSummary(r.Lost))
 	if c := r.Cost; c != nil {
 		kv.add("wallprof cost:", fmt.Sprintf("profiler CPU %s (%s of target CPU), BPF run time %s (%s) in %d runs; target CPU %s",
