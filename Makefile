@@ -5,7 +5,7 @@
 GO ?= go
 CC ?= gcc
 
-.PHONY: demo test wallprof
+.PHONY: demo test fuzz-smoke wallprof
 
 wallprof:
 	CGO_ENABLED=0 $(GO) build -o wallprof ./cmd/wallprof
@@ -19,3 +19,11 @@ demo: wallprof examples/demo/demo
 
 test:
 	$(GO) test ./...
+	$(MAKE) fuzz-smoke
+
+# A short run of every fuzz target over the parsers of untrusted input.
+FUZZTIME ?= 10s
+fuzz-smoke:
+	$(GO) test -run '^$$' -fuzz '^FuzzReadProfile$$' -fuzztime $(FUZZTIME) ./internal/present
+	$(GO) test -run '^$$' -fuzz '^FuzzParseCFI$$' -fuzztime $(FUZZTIME) ./internal/symbolize
+	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) ./internal/symbolize/gopclntab
