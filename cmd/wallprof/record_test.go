@@ -366,3 +366,43 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// With -- COMMAND, the processes the command starts are recorded too.
+func TestRecordFollowsChildren(t *testing.T) {
+	requireRecording(t)
+	cgt := groundtruth.Build(t, "cgt")
+	dir := t.TempDir()
+	out, truthPath := filepath.Join(dir, "sh.pb.gz"), filepath.Join(dir, "truth.json")
+	// The shell forks the workload (no exec in place: it runs a second command after it).
+	script := fmt.Sprintf("%s --scale 0.5 --truth %s; true", cgt, truthPath)
+	code, stderr := wallprof(t, "record", "-o", out, "--", "/bin/sh", "-c", script)
+	if code != 0 {
+		t.Fatalf("wallprof record exited %d:\n%s", code, stderr)
+	}
+	truth, err := groundtruth.ReadTruth(truthPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := readProfile(t, out)
+	pids := map[int]bool{}
+	for _, th := range p.Threads {
+		pids[th.PID] = true
+	}
+	if !pids[truth.PID] || len(pids) < 2 {
+		t.Fatalf("the child process %d is not in the profile (processes: %v)", truth.PID, pids)
+	}
+	for _, tt := range truth.Threads {
+		if findThread(p, tt.TID) == nil {
+			t.Errorf("thread %d (%s) of the child is missing", tt.TID, tt.Name)
+		}
+	}
+	found := false
+	for _, s := range p.Samples {
+		if s.PID == truth.PID && stackHas(s, "burn_cpu") {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("the child's burn_cpu is in no stack: its process was not symbolized")
+	}
+}
