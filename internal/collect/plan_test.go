@@ -1,0 +1,78 @@
+package collect
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPlanValidate(t *testing.T) {
+	ok := Plan{PIDs: []int{1}, Freq: DefaultFreq}
+	for _, c := range []struct {
+		name    string
+		edit    func(*Plan)
+		wantErr string // "" for valid
+	}{
+		{"default", func(*Plan) {}, ""},
+		{"lowest frequency", func(p *Plan) { p.Freq = 1 }, ""},
+		{"highest frequency", func(p *Plan) { p.Freq = MaxFreq }, ""},
+		{"duration and options", func(p *Plan) {
+			p.Duration, p.FollowForks, p.NoBPFStats, p.PIDs = 5*time.Second, true, true, []int{3, 4, 5}
+		}, ""},
+		{"zero frequency", func(p *Plan) { p.Freq = 0 }, "frequency 0 Hz"},
+		{"negative frequency", func(p *Plan) { p.Freq = -99 }, "frequency -99 Hz"},
+		{"frequency too high", func(p *Plan) { p.Freq = MaxFreq + 1 }, "out of range"},
+		{"negative duration", func(p *Plan) { p.Duration = -time.Second }, "negative duration"},
+		{"nil PIDs", func(p *Plan) { p.PIDs = nil }, "no process"},
+		{"empty PIDs", func(p *Plan) { p.PIDs = []int{} }, "no process"},
+		{"PID 0", func(p *Plan) { p.PIDs = []int{0} }, "bad PID 0"},
+		{"negative PID among good ones", func(p *Plan) { p.PIDs = []int{1, 2, -7} }, "bad PID -7"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := ok
+			p.PIDs = append([]int(nil), ok.PIDs...)
+			c.edit(&p)
+			err := p.Validate()
+			if c.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Validate(%+v) = %v, want nil", p, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate(%+v) = nil, want an error", p)
+			}
+			if !errors.Is(err, ErrBadPlan) {
+				t.Errorf("error %v does not wrap ErrBadPlan", err)
+			}
+			if !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("error %q does not mention %q", err, c.wantErr)
+			}
+		})
+	}
+}
+
+func TestPlanPeriodNs(t *testing.T) {
+	for _, c := range []struct {
+		freq int
+		want uint64
+	}{
+		{1, 1_000_000_000},
+		{DefaultFreq, 10_101_010}, // also the BPF program's default period_ns
+		{100, 10_000_000},
+		{997, 1_003_009},
+		{1000, 1_000_000},
+		{MaxFreq, 50_000},
+	} {
+		if got := (Plan{Freq: c.freq}).PeriodNs(); got != c.want {
+			t.Errorf("PeriodNs at %d Hz = %d, want %d", c.freq, got, c.want)
+		}
+	}
+	// The period never rounds to zero over the valid range.
+	for f := 1; f <= MaxFreq; f++ {
+		if (Plan{Freq: f}).PeriodNs() == 0 {
+			t.Fatalf("PeriodNs at %d Hz is 0", f)
+		}
+	}
+}
