@@ -27,3 +27,4 @@ fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzReadProfile$$' -fuzztime $(FUZZTIME) ./internal/present
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCFI$$' -fuzztime $(FUZZTIME) ./internal/symbolize
 	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) ./internal/symbolize/gopclntab
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./internal/collect

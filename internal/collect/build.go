@@ -198,8 +198,10 @@ func (b *builder) sample(e *aggEntry) *profile.Sample {
 	s.Stack = trimScheduler(s.Stack)
 	r := b.a.resolvers[e.pid]
 	for i, addr := range e.user {
-		leaf := i == 0 && len(e.kernel) == 0
-		s.Stack = append(s.Stack, b.userLoc(e.pid, r, addr, leaf))
+		// user[0] is the thread's saved instruction pointer, an exact pc
+		// (the interrupted instruction, or the one after the syscall);
+		// the others are return addresses.
+		s.Stack = append(s.Stack, b.userLoc(e.pid, r, addr, i == 0))
 	}
 	if len(s.Stack) == 0 {
 		// The stacks could not be read: keep the time, under a frame that says so.

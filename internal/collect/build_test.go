@@ -479,7 +479,7 @@ func buildFixture(t *testing.T) (*Result, *Aggregator, *resolverFactory, *fakeKe
 		0x1100: "leaf_fn", // leaf, looked up as is
 		0x11ff: "caller",  // return address 0x1200, looked up at -1
 		0x12ff: "main",    // return address 0x1300
-		0x13ff: "blocker", // user frame below a kernel stack: not a leaf
+		0x1400: "blocker", // the user pc below a kernel stack: an exact pc, looked up as is
 	}}
 	km := &profile.Mapping{Start: 0xffffffff81000000, Limit: 0xffffffff82000000, File: "[kernel.kallsyms]", Kernel: true}
 	kernel := &fakeKernel{mapping: km, syms: map[uint64]string{
@@ -601,14 +601,15 @@ func TestBuild(t *testing.T) {
 		t.Errorf("samples:\n%+v\nwant\n%+v", got, want)
 	}
 
-	// Addresses: the leaf as is, callers at return address - 1.
+	// Addresses: the user pc as is (also below a kernel stack), callers at
+	// return address - 1.
 	r := f.byPID[100]
-	for _, addr := range []uint64{0x1100, 0x11ff, 0x12ff, 0x13ff, 0xdead00} {
+	for _, addr := range []uint64{0x1100, 0x11ff, 0x12ff, 0x1400, 0xdead00} {
 		if !slices.Contains(r.resolved, addr) {
 			t.Errorf("user address %#x never resolved (resolved %#x)", addr, r.resolved)
 		}
 	}
-	for _, addr := range []uint64{0x1200, 0x1300, 0x1400} {
+	for _, addr := range []uint64{0x1200, 0x1300, 0x13ff} {
 		if slices.Contains(r.resolved, addr) {
 			t.Errorf("return address %#x resolved as is", addr)
 		}
@@ -714,7 +715,7 @@ func TestBuildUnresolvedAddresses(t *testing.T) {
 	}
 	got := []string{strings.Join(stackNames(p.Samples[0]), ";"), strings.Join(stackNames(p.Samples[1]), ";")}
 	want := []string{
-		"[kernel]+0xffff0010;[kernel]+0xffff001f;[unknown]+0x4fff;[unknown]+0x5fff",
+		"[kernel]+0xffff0010;[kernel]+0xffff001f;[unknown]+0x5000;[unknown]+0x5fff",
 		"[unknown]+0x5000;[unknown]+0x5fff",
 	}
 	if !slices.Equal(got, want) {

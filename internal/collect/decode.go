@@ -25,7 +25,7 @@ const (
 	sampleSize   = sampleHeader + 2*8*maxStack + snapBytes
 
 	// Byte layout of struct tstate and struct exit_event.
-	tstateSize = 4*8 + 2*8*nstates + 2*8 + 8 + 8
+	tstateSize = 4*8 + 2*8*nstates + 2*8 + 8 + 8 + 8 + 8
 	exitSize   = 4*4 + 8 + tstateSize + 16
 )
 
@@ -75,9 +75,17 @@ func Decode(b []byte) (any, error) {
 	}
 	switch typ := binary.LittleEndian.Uint32(b); typ {
 	case evSample:
-		return decodeSample(b)
+		if s, err := decodeSample(b); err == nil {
+			return s, nil
+		} else {
+			return nil, err
+		}
 	case evExit:
-		return decodeExit(b)
+		if e, err := decodeExit(b); err == nil {
+			return e, nil
+		} else {
+			return nil, err
+		}
 	default:
 		return nil, fmt.Errorf("unknown record type %d", typ)
 	}

@@ -76,8 +76,11 @@ func ParseRelease(rel string) (int, int, error) {
 	if m == nil {
 		return 0, 0, fmt.Errorf("cannot parse kernel release %q", rel)
 	}
-	major, _ := strconv.Atoi(m[1])
-	minor, _ := strconv.Atoi(m[2])
+	major, err1 := strconv.Atoi(m[1])
+	minor, err2 := strconv.Atoi(m[2])
+	if err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("cannot parse kernel release %q", rel)
+	}
 	return major, minor, nil
 }
 
@@ -125,7 +128,7 @@ func ParseCPUList(s string) ([]int, error) {
 		}
 		b := a
 		if found {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
+			if b, err = strconv.Atoi(hi); err != nil || b < a || b-a > 1<<16 {
 				return nil, fmt.Errorf("bad CPU list %q", s)
 			}
 		}

@@ -54,22 +54,24 @@ type WallprofSampleEvent struct {
 }
 
 type WallprofTstate struct {
-	_        structs.HostLayout
-	InTs     uint64
-	OutTs    uint64
-	WakeTs   uint64
-	FirstTs  uint64
-	Time     [5]uint64
-	Acc      [5]uint64
-	CpuAcc   uint64
-	CpuMark  uint64
-	Pid      uint32
-	OnCpu    uint8
-	OutState uint8
-	Exited   uint8
-	Pad      uint8
-	WakeCpu  uint32
-	Pad2     uint32
+	_            structs.HostLayout
+	InTs         uint64
+	OutTs        uint64
+	WakeTs       uint64
+	FirstTs      uint64
+	Time         [5]uint64
+	Acc          [5]uint64
+	CpuAcc       uint64
+	CpuMark      uint64
+	Pid          uint32
+	OnCpu        uint8
+	OutState     uint8
+	Exited       uint8
+	Pad          uint8
+	WakeCpu      uint32
+	Pad2         uint32
+	LastExec     uint64
+	LastRunnable uint64
 }
 
 // Names of all BPF objects in the ELF.

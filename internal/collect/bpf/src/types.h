@@ -23,8 +23,13 @@ struct thread_info {
 	unsigned int cpu;
 };
 
+struct sched_entity {
+	__u64 sum_exec_runtime;
+};
+
 struct task_struct {
 	struct thread_info thread_info;
+	struct sched_entity se;
 	int pid;
 	int tgid;
 	char comm[16];

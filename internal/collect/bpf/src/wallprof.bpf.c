@@ -88,6 +88,8 @@ struct tstate {
 	u8 pad;
 	u32 wake_cpu; /* the CPU whose run queue the thread was woken onto */
 	u32 pad2;
+	u64 last_exec; /* the kernel's CPU time of the thread (se.sum_exec_runtime) at its last switch, 0 if unknown */
+	u64 last_runnable; /* runnable time accounted at its last switch-in */
 };
 
 struct sample_event {
@@ -407,33 +409,81 @@ static __always_inline int emit_pending(void *ctx)
 	return 0;
 }
 
-static __always_inline void switch_out(void *ctx, struct tstate *st, u32 tid, u64 now, bool preempt,
-				       unsigned int prev_state)
+static __always_inline void add_time(struct tstate *st, int i, u64 d)
+{
+	st->time[i] += d;
+	st->acc[i] += d;
+}
+
+/* take_due moves the whole sampling periods accumulated in state i into the
+ * weights of a sample. */
+static __always_inline void take_due(struct tstate *st, u64 *w, int i, bool *due)
+{
+	if (st->acc[i] >= period_ns) {
+		u64 n = (st->acc[i] / period_ns) * period_ns;
+		st->acc[i] -= n;
+		w[i] = n;
+		*due = true;
+	}
+}
+
+static __always_inline void switch_out(void *ctx, struct task_struct *prev, struct tstate *st, u32 tid,
+				       u64 now, bool preempt, unsigned int prev_state)
 {
 	u64 since = st->in_ts;
-	if (!st->on_cpu) {
+	bool missed = !st->on_cpu;
+	if (missed) {
 		/* The kernel did not report this thread's switch-in (seen on
-		 * 6.18, a few times a second). Keep the totals whole with the
-		 * likeliest split: a preempted thread ran from its preemption on
-		 * (its wait for a CPU was short); a blocked thread stayed in its
-		 * state until its wake-up if we saw one, and ran from then on,
-		 * else until now. */
-		u64 w = st->out_ts;
-		u8 k = st->out_state < NSTATES ? st->out_state : ST_OTHER;
-		if (k != ST_RUNNABLE && k != ST_ONCPU) {
-			w = st->wake_ts ? st->wake_ts : now;
-			if (w < st->out_ts)
-				w = st->out_ts;
-			if (w > now)
-				w = now;
-			st->time[k] += w - st->out_ts;
-			st->acc[k] += w - st->out_ts;
-		}
-		since = w;
+		 * 6.18, a few times a second): the whole interval since its
+		 * switch-out is closed now. */
+		since = st->out_ts;
 		count_lost(LOST_SWITCH_OUT);
 	}
-	if (now > since)
-		st->time[ST_ONCPU] += now - since;
+	u64 span = now > since ? now - since : 0;
+	/* Its CPU time over the span is the kernel's own count, exact even when
+	 * a switch event was not reported; what remains of the span it spent
+	 * off CPU. */
+	u64 exec = BPF_CORE_READ(prev, se.sum_exec_runtime);
+	u64 cpu = span;
+	if (st->last_exec && exec >= st->last_exec) {
+		u64 dexec = exec - st->last_exec;
+		if (dexec < span) {
+			cpu = dexec;
+		} else if (!missed && dexec > span) {
+			/* The kernel charged it CPU time from before its switch-in
+			 * (its pick, an idle CPU's exit): that time was counted
+			 * runnable at the switch-in, give it back to on-CPU. */
+			u64 extra = dexec - span;
+			if (extra > st->last_runnable)
+				extra = st->last_runnable;
+			st->time[ST_RUNNABLE] -= extra;
+			if (st->acc[ST_RUNNABLE] >= extra)
+				st->acc[ST_RUNNABLE] -= extra;
+			cpu = span + extra;
+			span += extra;
+		}
+	}
+	st->last_exec = exec;
+	st->last_runnable = 0;
+	u64 off = span - cpu;
+	if (off) {
+		u8 k = st->out_state < NSTATES ? st->out_state : ST_OTHER;
+		if (!missed || k == ST_RUNNABLE || k == ST_ONCPU) {
+			/* Believed on CPU, but it was not: it waited for a CPU. */
+			add_time(st, ST_RUNNABLE, off);
+		} else {
+			/* It stayed in the state it left in until its wake-up (if
+			 * we saw one), then waited for a CPU. */
+			u64 blocked = off;
+			if (st->wake_ts > st->out_ts && st->wake_ts - st->out_ts < off)
+				blocked = st->wake_ts - st->out_ts;
+			add_time(st, k, blocked);
+			add_time(st, ST_RUNNABLE, off - blocked);
+		}
+	}
+	st->time[ST_ONCPU] += cpu;
+	since = now - cpu;
+	/* On-CPU time of this burst not yet given to a timer sample. */
 	u64 mark = since > st->cpu_mark ? since : st->cpu_mark;
 	if (now > mark)
 		st->cpu_acc += now - mark;
@@ -461,24 +511,6 @@ static __always_inline void switch_out(void *ctx, struct tstate *st, u32 tid, u6
 		 * case) is sampled when it leaves the syscall, like a blocked
 		 * one, so these copies stay bounded by the tick rate. */
 		stash_current(ctx, tid, now);
-}
-
-static __always_inline void add_time(struct tstate *st, int i, u64 d)
-{
-	st->time[i] += d;
-	st->acc[i] += d;
-}
-
-/* take_due moves the whole sampling periods accumulated in state i into the
- * weights of a sample. */
-static __always_inline void take_due(struct tstate *st, u64 *w, int i, bool *due)
-{
-	if (st->acc[i] >= period_ns) {
-		u64 n = (st->acc[i] / period_ns) * period_ns;
-		st->acc[i] -= n;
-		w[i] = n;
-		*due = true;
-	}
 }
 
 static __always_inline void give_back(struct tstate *st, u64 *w)
@@ -574,10 +606,12 @@ static __always_inline void switch_in(struct task_struct *next, struct tstate *s
 	st->on_cpu = 1;
 	st->in_ts = now;
 sample:
+	st->last_exec = BPF_CORE_READ(next, se.sum_exec_runtime);
 	st->wake_ts = 0;
 
 	u64 w[NSTATES] = {};
 	bool due = false;
+	st->last_runnable = d[ST_RUNNABLE];
 	add_time(st, ST_RUNNABLE, d[ST_RUNNABLE]);
 	add_time(st, ST_SLEEPING, d[ST_SLEEPING]);
 	add_time(st, ST_DISK, d[ST_DISK]);
@@ -610,7 +644,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		 * switched out again first (preempted on the way out): we are in
 		 * its context, take it now. */
 		emit_pending(ctx);
-		switch_out(ctx, st, tid, now, preempt, prev_state);
+		switch_out(ctx, prev, st, tid, now, preempt, prev_state);
 	}
 	tid = next->pid;
 	st = lookup_thread(tid, next->tgid, now, NEW_OFF);
