@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sort"
+	"strings"
 	"syscall"
 )
 
@@ -19,16 +21,30 @@ const (
 	exitUsage = 2 // bad flags or arguments
 )
 
-const usage = `wallprof: where does the time go? A wall-clock profiler for Linux.
+// command is one subcommand. Each lives in its own file and registers itself
+// in commands from an init function.
+type command struct {
+	order int    // position in the usage text
+	usage string // "wallprof NAME ..." line(s) of the usage text
+	run   func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
 
-Usage:
-  wallprof record [flags] -p PID            record a running process
-  wallprof record [flags] -- COMMAND [ARGS] launch a command and record it (and its children)
-  wallprof report [flags] FILE              print a text (or JSON) summary of a profile
-  wallprof version
+var commands = map[string]command{}
 
-Run 'wallprof COMMAND --help' for the flags of a command.
-`
+func usage() string {
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool { return commands[names[i]].order < commands[names[j]].order })
+	var b strings.Builder
+	b.WriteString("wallprof: where does the time go? A wall-clock profiler for Linux.\n\nUsage:\n")
+	for _, n := range names {
+		b.WriteString(commands[n].usage)
+	}
+	b.WriteString("  wallprof version\n\nRun 'wallprof COMMAND --help' for the flags of a command.\n")
+	return b.String()
+}
 
 var version = "dev"
 
@@ -41,22 +57,21 @@ func main() {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usage())
 		return exitUsage
 	}
 	switch args[0] {
-	case "record":
-		return runRecord(ctx, args[1:], stdout, stderr)
-	case "report":
-		return runReport(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "wallprof", version)
 		return exitOK
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usage())
 		return exitOK
-	default:
+	}
+	c, ok := commands[args[0]]
+	if !ok {
 		fmt.Fprintf(stderr, "wallprof: unknown command %q; run 'wallprof help' for the list.\n", args[0])
 		return exitUsage
 	}
+	return c.run(ctx, args[1:], stdout, stderr)
 }

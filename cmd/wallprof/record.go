@@ -41,6 +41,12 @@ Needs root, or CAP_BPF and CAP_PERFMON, and a kernel (5.18+) with BTF.
 Flags:
 `
 
+func init() {
+	commands["record"] = command{order: 10, run: runRecord, usage: `  wallprof record [flags] -p PID            record a running process
+  wallprof record [flags] -- COMMAND [ARGS] launch a command and record it (and its children)
+`}
+}
+
 type recordFlags struct {
 	pid      int
 	freq     int

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,7 +11,11 @@ import (
 	"github.com/wallprof/wallprof/internal/present"
 )
 
-func runReport(args []string, stdout, stderr io.Writer) int {
+func init() {
+	commands["report"] = command{order: 20, run: runReport, usage: "  wallprof report [flags] FILE              print a text (or JSON) summary of a profile\n"}
+}
+
+func runReport(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	top := fs.Int("top", present.DefaultTop, "number of functions per table (negative: all)")
