@@ -24,7 +24,7 @@ test:
 # A short run of every fuzz target over the parsers of untrusted input.
 FUZZTIME ?= 10s
 fuzz-smoke:
-	$(GO) test -run '^$$' -fuzz '^FuzzReadProfile$$' -fuzztime $(FUZZTIME) ./internal/present
-	$(GO) test -run '^$$' -fuzz '^FuzzParseCFI$$' -fuzztime $(FUZZTIME) ./internal/symbolize
-	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) ./internal/symbolize/gopclntab
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./internal/collect
+	$(GO) test -run '^$$' -fuzz '^FuzzReadProfile$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/present
+	$(GO) test -run '^$$' -fuzz '^FuzzParseCFI$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/symbolize
+	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/symbolize/gopclntab
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/collect
