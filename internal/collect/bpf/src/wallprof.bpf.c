@@ -238,7 +238,7 @@ static __always_inline struct tstate *lookup_thread(u32 tid, u32 tgid, u64 now, 
 static __always_inline u32 task_cpu(struct task_struct *p)
 {
 	if (bpf_core_field_exists(p->thread_info.cpu))
-		return BPF_CORE_READ(p, thread_info.cpu);
+		return p->thread_info.cpu; /* a trusted pointer: a plain load */
 	return BPF_CORE_READ((struct task_struct___cpu *)p, cpu);
 }
 
@@ -443,7 +443,7 @@ static __always_inline void switch_out(void *ctx, struct task_struct *prev, stru
 	/* Its CPU time over the span is the kernel's own count, exact even when
 	 * a switch event was not reported; what remains of the span it spent
 	 * off CPU. */
-	u64 exec = BPF_CORE_READ(prev, se.sum_exec_runtime);
+	u64 exec = prev->se.sum_exec_runtime; /* a trusted pointer: a plain load */
 	u64 cpu = span;
 	if (st->last_exec && exec >= st->last_exec) {
 		u64 dexec = exec - st->last_exec;
@@ -606,7 +606,7 @@ static __always_inline void switch_in(struct task_struct *next, struct tstate *s
 	st->on_cpu = 1;
 	st->in_ts = now;
 sample:
-	st->last_exec = BPF_CORE_READ(next, se.sum_exec_runtime);
+	st->last_exec = next->se.sum_exec_runtime;
 	st->wake_ts = 0;
 
 	u64 w[NSTATES] = {};
