@@ -35,6 +35,8 @@ type options struct {
 	rounds                 int
 	configs, workloads     string
 	iters                  iterDefaults
+	report                 string
+	markdown               bool
 }
 
 func envInt(name string, def int) int {
@@ -64,6 +66,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.iters.pingpong, "pingpong-iters", envInt("PINGPONG_ITERS", 100000), "unpinned pingpong round trips (env PINGPONG_ITERS)")
 	fs.IntVar(&o.iters.pingpongPinned, "pingpong-pinned-iters", envInt("PINGPONG_PINNED_ITERS", 1000000), "pinned pingpong round trips (env PINGPONG_PINNED_ITERS)")
 	fs.IntVar(&o.iters.cpubound, "cpubound-iters", envInt("CPUBOUND_ITERS", 1000000000), "cpubound steps (env CPUBOUND_ITERS)")
+	fs.StringVar(&o.report, "report", "", "print the tables of an earlier `results.csv` and exit")
+	fs.BoolVar(&o.markdown, "markdown", false, "with -report: as Markdown tables")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -77,6 +81,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return 2
+	}
+	if o.report != "" {
+		if err := reprint(stdout, o.report, o.markdown); err != nil {
+			fmt.Fprintln(stderr, "overhead:", err)
+			return 1
+		}
+		return 0
 	}
 	configs, err := selectConfigs(o.configs)
 	if err == nil {

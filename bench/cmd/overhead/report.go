@@ -52,7 +52,7 @@ func fmtRatio(x, base float64) string {
 // the profiler costs and reports about itself. With markdown, as Markdown
 // tables (for BENCHMARKS.md).
 func printTables(w io.Writer, workloads []string, configs []config, results []result, markdown bool) {
-	target := [][]string{{"workload", "config", "runs", "W wall", "slowdown", "W CPU", "tool CPU",
+	target := [][]string{{"workload", "config", "runs", "W wall", "slowdown", "W CPU", "W CPU vs none", "tool CPU",
 		"CPU/work vs none", "switches/s", "cmd wall"}}
 	tool := [][]string{{"workload", "config", "startup", "tail", "peak RSS", "self CPU (% of W)",
 		"self BPF (% of W)", "BPF ns/switch", "BPF runs/switch", "self tail", "self peak mem"}}
@@ -65,9 +65,10 @@ func printTables(w io.Writer, workloads []string, configs []config, results []re
 			}
 			wall := func(r result) float64 { return sec(r.W.Elapsed) }
 			total := func(r result) float64 { return sec(r.W.CPU + r.ToolCPU) }
+			wcpu := func(r result) float64 { return sec(r.W.CPU) }
 			target = append(target, []string{wl, c.Name, strconv.Itoa(len(rs)),
 				fmtDur(medianOf(rs, wall)), fmtRatio(medianOf(rs, wall), medianOf(base, wall)),
-				fmtDur(medianOf(rs, func(r result) float64 { return sec(r.W.CPU) })),
+				fmtDur(medianOf(rs, wcpu)), fmtRatio(medianOf(rs, wcpu), medianOf(base, wcpu)),
 				fmtDur(medianOf(rs, func(r result) float64 { return sec(r.ToolCPU) })),
 				fmtRatio(medianOf(rs, total), medianOf(base, total)),
 				switchesCol(rs),
@@ -233,3 +234,66 @@ func writeCSV(path string, results []result) error {
 }
 
 func i64(n int64) string { return strconv.FormatInt(n, 10) }
+
+// readCSV reads the runs writeCSV wrote, to print the tables again.
+func readCSV(path string) ([]result, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil || len(rows) == 0 {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	col := map[string]int{}
+	for i, h := range rows[0] {
+		col[h] = i
+	}
+	var out []result
+	for _, row := range rows[1:] {
+		str := func(k string) string {
+			if i, ok := col[k]; ok && i < len(row) {
+				return row[i]
+			}
+			return ""
+		}
+		n := func(k string) int64 { x, _ := strconv.ParseInt(str(k), 10, 64); return x }
+		d := func(k string) time.Duration { return time.Duration(n(k)) }
+		fl := func(k string) float64 { x, _ := strconv.ParseFloat(str(k), 64); return x }
+		var r result
+		r.Workload, r.Config, r.Round = str("workload"), str("config"), int(n("round"))
+		r.W.Elapsed, r.W.CPU, r.W.Iters, r.W.SwitchesPerSec = d("w_wall_ns"), d("w_cpu_ns"), n("iters"), fl("switches_per_s")
+		r.ToolCPU, r.ToolRSSKB, r.CmdWall, r.Startup, r.Tail = d("tool_cpu_ns"), n("tool_rss_kb"), d("cmd_wall_ns"), d("startup_ns"), d("tail_ns")
+		r.Self.ProfilerCPU, r.Self.BPF, r.Self.Finish = d("self_cpu_ns"), d("self_bpf_ns"), d("self_tail_ns")
+		r.Self.CPUPct, r.Self.BPFPct, r.Self.Runs, r.Self.PeakMiB = fl("self_cpu_pct"), fl("self_bpf_pct"), n("self_bpf_runs"), fl("self_peak_mib")
+		r.Self.HasBPF = str("self_bpf_measured") == "true"
+		r.Self.HasCost = strings.HasPrefix(r.Config, "wallprof")
+		r.Self.HasFinish = r.Self.HasCost && r.Self.Finish > 0
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// reprint prints the tables of a results.csv, in the order its rows appear.
+func reprint(w io.Writer, path string, markdown bool) error {
+	rs, err := readCSV(path)
+	if err != nil {
+		return err
+	}
+	var workloads []string
+	var configs []config
+	seenW, seenC := map[string]bool{}, map[string]bool{}
+	for _, r := range rs {
+		if !seenW[r.Workload] {
+			seenW[r.Workload] = true
+			workloads = append(workloads, r.Workload)
+		}
+		if !seenC[r.Config] {
+			seenC[r.Config] = true
+			configs = append(configs, config{Name: r.Config})
+		}
+	}
+	printTables(w, workloads, configs, rs, markdown)
+	return nil
+}
