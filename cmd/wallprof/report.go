@@ -20,6 +20,13 @@ func runReport(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	top := fs.Int("top", present.DefaultTop, "number of functions per table (negative: all)")
 	asJSON := fs.Bool("json", false, "write the report as JSON (schema "+present.ReportFormat+")")
+	tree := fs.Bool("tree", false, "print the call tree, with wall, on-CPU and off-CPU time per node")
+	threads := fs.Bool("threads", false, "print the per-thread table: wall, on-CPU, runnable and blocked time by kind")
+	states := fs.Bool("states", false, "print the totals by state")
+	nodeFraction := fs.Float64("nodefraction", present.DefaultNodeFraction, "hide call-tree nodes under this fraction of the total wall time (0: show all)")
+	focus := fs.String("focus", "", "keep only samples with a frame matching this regexp (function, file or mapping name)")
+	ignore := fs.String("ignore", "", "drop samples with a frame matching this regexp")
+	hide := fs.String("hide", "", "remove frames matching this regexp from the stacks")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `Usage: wallprof report [flags] FILE
 
@@ -27,6 +34,12 @@ Prints the recording's totals by state, lost events and wallprof's own cost,
 the top functions by wall, on-CPU and off-CPU time (flat and cumulative), and
 a per-thread table (wall, on-CPU %, runnable %, blocked % by kind). FILE is a
 profile written by 'wallprof record' or any pprof file.
+
+--tree, --threads and --states select views instead: the header, then the
+selected views, plus the top functions if --top is given. --focus, --ignore
+and --hide filter the samples as pprof's options of the same names do; the
+measured per-thread totals are not filtered. --json always holds the header,
+states, top functions and threads, and the tree with --tree.
 
 Flags:
 `)
@@ -42,6 +55,21 @@ Flags:
 		fmt.Fprintln(stderr, "wallprof report: give exactly one profile file, e.g. 'wallprof report app.pb.gz'.")
 		return exitUsage
 	}
+	filter, err := present.CompileFilter(*focus, *ignore, *hide)
+	if err != nil {
+		fmt.Fprintf(stderr, "wallprof report: %v.\n", err)
+		return exitUsage
+	}
+	topSet := false
+	fs.Visit(func(f *flag.Flag) { topSet = topSet || f.Name == "top" })
+	opt := present.ReportOptions{
+		Top: *top, JSON: *asJSON, ShowTop: topSet,
+		Tree: *tree, Threads: *threads, States: *states,
+		NodeFraction: *nodeFraction, Filter: filter,
+	}
+	if *nodeFraction <= 0 {
+		opt.NodeFraction = -1 // every node
+	}
 	path := fs.Arg(0)
 	p, err := present.ReadProfileFile(path)
 	if err != nil {
@@ -56,7 +84,7 @@ Flags:
 		}
 		return exitError
 	}
-	if err := present.WriteReport(stdout, p, present.ReportOptions{Top: *top, JSON: *asJSON}); err != nil {
+	if err := present.WriteReport(stdout, p, opt); err != nil {
 		fmt.Fprintf(stderr, "wallprof report: %v.\n", err)
 		return exitError
 	}

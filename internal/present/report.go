@@ -2,6 +2,7 @@ package present
 
 import (
 	"math"
+	"regexp"
 	"sort"
 	"time"
 
@@ -9,10 +10,28 @@ import (
 )
 
 // ReportOptions configures WriteReport.
+//
+// With none of Tree, Threads and States set, the text report is the default
+// one: header, totals by state, top functions and threads. Setting any of
+// them selects views instead: the header, then the selected ones (and the
+// top functions only if ShowTop). The JSON report always has the states,
+// top functions and threads, and the tree when Tree is set.
 type ReportOptions struct {
-	Top  int  // functions listed per table; 0 means 20, negative means all
-	JSON bool // write the Report as JSON instead of text
+	Top     int  // functions listed per table; 0 means 20, negative means all
+	JSON    bool // write the Report as JSON instead of text
+	ShowTop bool // with views selected, list the top functions too
+	Tree    bool // the call tree
+	Threads bool // the per-thread table, with times and shares by state
+	States  bool // the totals by state, with off-CPU and blocked subtotals
+	// NodeFraction hides call-tree nodes under this share of the total
+	// wall time: 0 means DefaultNodeFraction, negative shows every node.
+	NodeFraction float64
+	// Filter is applied to the samples first (see Filter).
+	Filter Filter
 }
+
+// viewsSelected reports whether opt picks views instead of the default report.
+func (opt ReportOptions) viewsSelected() bool { return opt.Tree || opt.Threads || opt.States }
 
 // DefaultTop is the number of functions listed when ReportOptions.Top is 0.
 const DefaultTop = 20
@@ -46,6 +65,24 @@ type Report struct {
 	// Threads are sorted by wall time, longest first, then by tid. Empty
 	// when the profile has no exact thread totals (a foreign pprof file).
 	Threads []ThreadRow `json:"threads"`
+	// Filter holds the focus, ignore and hide expressions applied to the
+	// samples; absent when none was given.
+	Filter *FilterReport `json:"filter,omitempty"`
+	// Warnings say which filter expressions matched nothing.
+	Warnings []string `json:"warnings,omitempty"`
+	// Tree is the call tree, present when asked for.
+	Tree *Tree `json:"tree,omitempty"`
+}
+
+// FilterReport records the filter expressions of a report ("" when unset).
+type FilterReport struct {
+	Focus  string `json:"focus,omitempty"`
+	Ignore string `json:"ignore,omitempty"`
+	Hide   string `json:"hide,omitempty"`
+	// SamplesKept of SamplesTotal samples remain after filtering. Only
+	// sampled times are filtered: measured totals and threads are whole.
+	SamplesKept  int `json:"samples_kept"`
+	SamplesTotal int `json:"samples_total"`
 }
 
 // StateTotal is the time spent in one state, as sampled (the sum of sample
@@ -103,6 +140,37 @@ type ThreadRow struct {
 	OtherPercent    float64 `json:"other_percent"`
 	Samples         int     `json:"samples"`
 	Exited          bool    `json:"exited"`
+	OnCPUNS         int64   `json:"on_cpu_ns"`
+	RunnableNS      int64   `json:"runnable_ns"`
+	BlockedNS       int64   `json:"blocked_ns"` // sleeping + disk + other
+	SleepingNS      int64   `json:"sleeping_ns"`
+	DiskNS          int64   `json:"disk_ns"`
+	OtherNS         int64   `json:"other_ns"`
+}
+
+// BuildReport computes the report of p under opt: its filter applied to the
+// samples, and the call tree when opt.Tree is set.
+func BuildReport(p *profile.Profile, opt ReportOptions) *Report {
+	fp, warnings := opt.Filter.Apply(p)
+	r := NewReport(fp, opt.Top)
+	if !opt.Filter.IsZero() {
+		r.Filter = &FilterReport{
+			Focus: reString(opt.Filter.Focus), Ignore: reString(opt.Filter.Ignore), Hide: reString(opt.Filter.Hide),
+			SamplesKept: len(fp.Samples), SamplesTotal: len(p.Samples),
+		}
+	}
+	r.Warnings = warnings
+	if opt.Tree {
+		r.Tree = NewTree(fp, opt.NodeFraction)
+	}
+	return r
+}
+
+func reString(re *regexp.Regexp) string {
+	if re == nil {
+		return ""
+	}
+	return re.String()
 }
 
 // NewReport computes the report of p, listing top functions per weight
@@ -194,11 +262,10 @@ func stateTotals(p *profile.Profile) []StateTotal {
 	return out
 }
 
-// topTable ranks functions by flat time under w.
-func topTable(p *profile.Profile, w Weight, top int) TopTable {
-	flat := map[string]int64{}
-	cum := map[string]int64{}
-	var total int64
+// funcTimes sums, per function, the time under w with the function at the
+// leaf (flat) and anywhere on the stack, once per sample (cum).
+func funcTimes(p *profile.Profile, w Weight) (flat, cum map[string]int64, total int64) {
+	flat, cum = map[string]int64{}, map[string]int64{}
 	var names []string
 	seen := map[string]bool{}
 	for _, s := range p.Samples {
@@ -220,6 +287,12 @@ func topTable(p *profile.Profile, w Weight, top int) TopTable {
 			}
 		}
 	}
+	return flat, cum, total
+}
+
+// topTable ranks functions by flat time under w.
+func topTable(p *profile.Profile, w Weight, top int) TopTable {
+	flat, cum, total := funcTimes(p, w)
 	rows := make([]FuncRow, 0, len(cum))
 	for n, c := range cum {
 		rows = append(rows, FuncRow{Name: n, FlatNS: flat[n], CumNS: c})
@@ -266,6 +339,12 @@ func threadRow(t *profile.Thread) ThreadRow {
 		OtherPercent:    pct(int64(t.Time[profile.Other]), acc),
 		Samples:         t.Samples,
 		Exited:          t.Exited,
+		OnCPUNS:         int64(t.Time[profile.OnCPU]),
+		RunnableNS:      int64(t.Time[profile.Runnable]),
+		BlockedNS:       int64(t.Blocked()),
+		SleepingNS:      int64(t.Time[profile.Sleeping]),
+		DiskNS:          int64(t.Time[profile.Disk]),
+		OtherNS:         int64(t.Time[profile.Other]),
 	}
 }
 

@@ -15,6 +15,18 @@ func TestReportGolden(t *testing.T) {
 		{"report.txt", ReportOptions{}},
 		{"report-top3.txt", ReportOptions{Top: 3}},
 		{"report.json", ReportOptions{JSON: true}},
+		{"report-tree.txt", ReportOptions{Tree: true}},
+		{"report-tree-all.txt", ReportOptions{Tree: true, NodeFraction: -1}},
+		{"report-tree-fraction20.txt", ReportOptions{Tree: true, NodeFraction: 0.2}},
+		{"report-threads.txt", ReportOptions{Threads: true}},
+		{"report-states.txt", ReportOptions{States: true}},
+		{"report-states-threads-top2.txt", ReportOptions{States: true, Threads: true, ShowTop: true, Top: 2}},
+		{"report-focus-handle.txt", ReportOptions{Filter: mustFilter("handle", "", "")}},
+		{"report-ignore-fib-tree.txt", ReportOptions{Tree: true, Filter: mustFilter("", "fib", "")}},
+		{"report-hide-kernel-tree.txt", ReportOptions{Tree: true, Filter: mustFilter("", "", `kallsyms|\.ko$`)}},
+		{"report-focus-nomatch.txt", ReportOptions{States: true, Filter: mustFilter("nosuchfunction", "", "")}},
+		{"report-all-views.json", ReportOptions{JSON: true, Tree: true, Threads: true, States: true, ShowTop: true, Top: 3,
+			Filter: mustFilter("main", "ext4", `^main\.serve$`)}},
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
 			var b bytes.Buffer
@@ -93,4 +105,12 @@ func TestReportForeign(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
 		}
 	}
+}
+
+func mustFilter(focus, ignore, hide string) Filter {
+	f, err := CompileFilter(focus, ignore, hide)
+	if err != nil {
+		panic(err)
+	}
+	return f
 }

@@ -14,10 +14,12 @@ import (
 // WriteReport writes the report of p (see Report): a header with the
 // recording, totals by state, lost events and wallprof's cost; the top
 // functions by wall, on-CPU and off-CPU time; and the per-thread table.
-// Columns are as wide as their longest cell: names are never truncated.
-// With opt.JSON it writes the Report as an indented JSON document instead.
+// opt.Tree, opt.Threads and opt.States select views instead (see
+// ReportOptions). Columns are as wide as their longest cell: names are
+// never truncated. With opt.JSON it writes the Report as an indented JSON
+// document instead.
 func WriteReport(w io.Writer, p *profile.Profile, opt ReportOptions) error {
-	r := NewReport(p, opt.Top)
+	r := BuildReport(p, opt)
 	if opt.JSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -26,12 +28,35 @@ func WriteReport(w io.Writer, p *profile.Profile, opt ReportOptions) error {
 	}
 	bw := bufio.NewWriter(w)
 	writeHeader(bw, r)
-	for _, t := range r.Top {
+	if !opt.viewsSelected() {
 		fmt.Fprintln(bw)
-		writeTop(bw, t)
+		writeStates(bw, r, false)
+		for _, t := range r.Top {
+			fmt.Fprintln(bw)
+			writeTop(bw, t)
+		}
+		fmt.Fprintln(bw)
+		writeThreads(bw, r.Threads)
+		return bw.Flush()
 	}
-	fmt.Fprintln(bw)
-	writeThreads(bw, r.Threads)
+	if opt.States {
+		fmt.Fprintln(bw)
+		writeStates(bw, r, true)
+	}
+	if opt.ShowTop {
+		for _, t := range r.Top {
+			fmt.Fprintln(bw)
+			writeTop(bw, t)
+		}
+	}
+	if opt.Tree {
+		fmt.Fprintln(bw)
+		writeTree(bw, r.Tree)
+	}
+	if opt.Threads {
+		fmt.Fprintln(bw)
+		writeThreadTimes(bw, r.Threads)
+	}
 	return bw.Flush()
 }
 
@@ -67,20 +92,52 @@ func writeHeader(w io.Writer, r *Report) {
 	for _, n := range r.Notes {
 		kv.add("note:", oneLine(n))
 	}
+	if f := r.Filter; f != nil {
+		for _, o := range [][2]string{{"focus:", f.Focus}, {"ignore:", f.Ignore}, {"hide:", f.Hide}} {
+			if o[1] != "" {
+				kv.add(o[0], o[1])
+			}
+		}
+		kv.add("filtered:", fmt.Sprintf("%d of %d samples kept; measured totals and threads are not filtered", f.SamplesKept, f.SamplesTotal))
+	}
+	for _, wn := range r.Warnings {
+		kv.add("warning:", wn)
+	}
 	kv.write(w)
+}
 
-	fmt.Fprintln(w)
+// writeStates prints the totals by state, sampled and (when there are
+// thread totals) measured; with subtotals, the off-CPU and blocked sums too.
+func writeStates(w io.Writer, r *Report, subtotals bool) {
 	measured := len(r.Threads) > 0
 	st := &table{header: []string{"state", "sampled", "%"}, right: []bool{false, true, true, true, true}}
 	if measured {
 		st.header = append(st.header, "measured", "%")
 	}
-	for _, s := range r.States {
-		row := []string{stateTitle(s.State), fmtDur(s.SampledNS), fmtPct(s.SampledPercent)}
+	add := func(name string, sns, mns int64, sp, mp float64) {
+		row := []string{name, fmtDur(sns), fmtPct(sp)}
 		if measured {
-			row = append(row, fmtDur(s.MeasuredNS), fmtPct(s.MeasuredPercent))
+			row = append(row, fmtDur(mns), fmtPct(mp))
 		}
 		st.add(row...)
+	}
+	for _, s := range r.States {
+		add(stateTitle(s.State), s.SampledNS, s.MeasuredNS, s.SampledPercent, s.MeasuredPercent)
+	}
+	if subtotals && len(r.States) == int(profile.NumStates)+1 {
+		wall := r.States[0]
+		var offS, offM, blkS, blkM int64
+		for _, s := range r.States[1:] {
+			if s.State == profile.OnCPU.String() {
+				continue
+			}
+			offS, offM = offS+s.SampledNS, offM+s.MeasuredNS
+			if s.State != profile.Runnable.String() {
+				blkS, blkM = blkS+s.SampledNS, blkM+s.MeasuredNS
+			}
+		}
+		add("off-CPU (runnable+blocked)", offS, offM, pct(offS, wall.SampledNS), pct(offM, wall.MeasuredNS))
+		add("blocked (sleeping+disk+other)", blkS, blkM, pct(blkS, wall.SampledNS), pct(blkM, wall.MeasuredNS))
 	}
 	st.write(w)
 }
@@ -130,6 +187,35 @@ func writeThreads(w io.Writer, threads []ThreadRow) {
 		tb.add(fmt.Sprint(t.PID), fmt.Sprint(t.TID), name, fmtDur(t.WallNS),
 			fmtPct(t.OnCPUPercent), fmtPct(t.RunnablePercent), fmtPct(t.SleepingPercent),
 			fmtPct(t.DiskPercent), fmtPct(t.OtherPercent))
+	}
+	tb.write(w)
+}
+
+// writeThreadTimes prints the per-thread table of the --threads view:
+// each state's time and its share of the thread's accounted time.
+func writeThreadTimes(w io.Writer, threads []ThreadRow) {
+	if len(threads) == 0 {
+		fmt.Fprintln(w, "threads: no exact thread totals in this profile")
+		return
+	}
+	fmt.Fprintf(w, "threads: %d (time in each state, and %% of accounted time)\n", len(threads))
+	tb := &table{
+		header: []string{"pid", "tid", "name", "wall", "on-CPU", "%", "runnable", "%", "blocked", "%", "sleeping", "%", "disk", "%", "other", "%", "samples"},
+		right:  []bool{true, true, false, true, true, true, true, true, true, true, true, true, true, true, true, true, true},
+	}
+	for _, t := range threads {
+		name := oneLine(t.Name)
+		if t.Exited {
+			name += " (exited)"
+		}
+		tb.add(fmt.Sprint(t.PID), fmt.Sprint(t.TID), name, fmtDur(t.WallNS),
+			fmtDur(t.OnCPUNS), fmtPct(t.OnCPUPercent),
+			fmtDur(t.RunnableNS), fmtPct(t.RunnablePercent),
+			fmtDur(t.BlockedNS), fmtPct(pct(t.BlockedNS, t.AccountedNS)),
+			fmtDur(t.SleepingNS), fmtPct(t.SleepingPercent),
+			fmtDur(t.DiskNS), fmtPct(t.DiskPercent),
+			fmtDur(t.OtherNS), fmtPct(t.OtherPercent),
+			fmt.Sprint(t.Samples))
 	}
 	tb.write(w)
 }
