@@ -51,10 +51,10 @@ func TestCGT(t *testing.T) {
 			t.Errorf("%s: cpu %v + runnable %v != wall %v", name, p.CPU(), p.RunDelay(), p.Wall())
 		}
 	}
-	// burn_cpu runs while no other thread of cgt wants a CPU. Loose bound:
-	// the machine may be shared with other jobs.
-	if b := spins["burn_cpu"]; !within(b.Wall(), time.Second, 0.05) || b.CPU() < b.Wall()/2 {
-		t.Errorf("burn_cpu: wall %v cpu %v, want ~1s mostly on-CPU", b.Wall(), b.CPU())
+	// burn_cpu lasts its second. How much of it is on a CPU depends on what
+	// else the (shared) machine runs; that it never blocks is checked above.
+	if b := spins["burn_cpu"]; !within(b.Wall(), time.Second, 0.05) {
+		t.Errorf("burn_cpu: wall %v, want ~1s", b.Wall())
 	}
 	for _, c := range []struct {
 		thread, phase string
