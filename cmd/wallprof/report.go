@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/wallprof/wallprof/internal/present"
 )
@@ -71,17 +70,8 @@ Flags:
 		opt.NodeFraction = -1 // every node
 	}
 	path := fs.Arg(0)
-	p, err := present.ReadProfileFile(path)
+	p, err := readProfileFor("report", path, stderr)
 	if err != nil {
-		var fe *present.FormatError
-		switch {
-		case errors.As(err, &fe):
-			fmt.Fprintf(stderr, "wallprof report: %v.\n", err)
-		case errors.Is(err, os.ErrNotExist):
-			fmt.Fprintf(stderr, "wallprof report: %s does not exist.\n", path)
-		default:
-			fmt.Fprintf(stderr, "wallprof report: cannot read %s: %v.\n", path, err)
-		}
 		return exitError
 	}
 	if err := present.WriteReport(stdout, p, opt); err != nil {
