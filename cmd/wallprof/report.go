@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/wallprof/wallprof/internal/present"
+	"github.com/wallprof/wallprof/internal/profile"
 )
 
 func init() {
@@ -79,4 +81,23 @@ Flags:
 		return exitError
 	}
 	return exitOK
+}
+
+// readProfileFor reads a profile file for command cmd, printing the one
+// sentence that says what is wrong when it cannot.
+func readProfileFor(cmd, path string, stderr io.Writer) (*profile.Profile, error) {
+	p, err := present.ReadProfileFile(path)
+	if err == nil {
+		return p, nil
+	}
+	var fe *present.FormatError
+	switch {
+	case errors.As(err, &fe):
+		fmt.Fprintf(stderr, "wallprof %s: %v.\n", cmd, err)
+	case errors.Is(err, os.ErrNotExist):
+		fmt.Fprintf(stderr, "wallprof %s: %s does not exist.\n", cmd, path)
+	default:
+		fmt.Fprintf(stderr, "wallprof %s: cannot read %s: %v.\n", cmd, path, err)
+	}
+	return nil, err
 }
