@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	pprof "github.com/google/pprof/profile"
+
 	"github.com/wallprof/wallprof/internal/present"
 	"github.com/wallprof/wallprof/internal/profile"
 )
@@ -77,19 +79,19 @@ func (w *lineWriter) Write(b []byte) (int, error) {
 	}
 }
 
-func TestViewServesPprofUI(t *testing.T) {
+// startView runs 'wallprof view' on path in the background and returns
+// the URL it printed, its exit code channel, its stderr and a stop function.
+func startView(t *testing.T, path string) (url string, code chan int, stderr *syncBuffer, stop func()) {
+	t.Helper()
 	t.Setenv("DISPLAY", "") // never open a browser from a test
 	t.Setenv("WAYLAND_DISPLAY", "")
 	t.Setenv("HOME", t.TempDir()) // pprof must not write anything of ours there
-	path := writeProfile(t, t.TempDir(), "shop.pb.gz", smallProfile(time.Second, 1))
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	stdout := &lineWriter{lines: make(chan string, 4)}
-	var stderr syncBuffer
-	code := make(chan int, 1)
-	go func() { code <- runView(ctx, []string{"--http", "127.0.0.1:0", path}, stdout, &stderr) }()
-
-	var url string
+	stderr = &syncBuffer{}
+	code = make(chan int, 1)
+	go func() { code <- runView(ctx, []string{"--http", "127.0.0.1:0", path}, stdout, stderr) }()
 	select {
 	case url = <-stdout.lines:
 	case c := <-code:
@@ -97,6 +99,41 @@ func TestViewServesPprofUI(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("no URL printed; stderr: %s", stderr.String())
 	}
+	return url, code, stderr, cancel
+}
+
+// Any pprof file is served, with its own default sample type.
+func TestViewForeignPprof(t *testing.T) {
+	fn := &pprof.Function{ID: 1, Name: "main.foreignWork", Filename: "/src/x.go"}
+	loc := &pprof.Location{ID: 1, Address: 0x1000, Line: []pprof.Line{{Function: fn, Line: 3}}}
+	pp := &pprof.Profile{
+		SampleType: []*pprof.ValueType{{Type: "samples", Unit: "count"}, {Type: "cpu", Unit: "nanoseconds"}},
+		Sample:     []*pprof.Sample{{Location: []*pprof.Location{loc}, Value: []int64{5, 50_000_000}}},
+		Location:   []*pprof.Location{loc}, Function: []*pprof.Function{fn},
+		PeriodType: &pprof.ValueType{Type: "cpu", Unit: "nanoseconds"}, Period: 10_000_000,
+	}
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pp.Write(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	url, code, stderr, stop := startView(t, path)
+	if body := get(t, url+"top"); !strings.Contains(body, "main.foreignWork") || !strings.Contains(body, "Type: cpu") {
+		t.Errorf("top page of a Go CPU profile lacks main.foreignWork or Type: cpu")
+	}
+	stop()
+	if c := <-code; c != exitOK {
+		t.Errorf("exit %d: %s", c, stderr.String())
+	}
+}
+
+func TestViewServesPprofUI(t *testing.T) {
+	path := writeProfile(t, t.TempDir(), "shop.pb.gz", smallProfile(time.Second, 1))
+	url, code, stderr, cancel := startView(t, path)
 	if !strings.HasPrefix(url, "http://127.0.0.1:") || !strings.HasSuffix(url, "/ui/") || strings.HasSuffix(url, ":0/ui/") {
 		t.Fatalf("printed URL %q, want http://127.0.0.1:PORT/ui/", url)
 	}
