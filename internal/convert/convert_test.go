@@ -1,6 +1,8 @@
 package convert
 
 import (
+	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -144,5 +146,85 @@ func TestDetect(t *testing.T) {
 		if !ok || got != s.format {
 			t.Errorf("Detect(%s) = %q, %v; want %q", s.file, got, ok, s.format)
 		}
+	}
+}
+
+// TestFrom checks that --from forces a format: each sample read as another
+// format gives nothing or skips lines, and read as its own format skips none.
+func TestFrom(t *testing.T) {
+	for _, s := range samples {
+		data := readSample(t, s.file)
+		r, err := Import(data, s.format, s.opt)
+		if err != nil || r.Skipped != 0 {
+			t.Errorf("%s as %s: err %v, skipped %d", s.file, s.format, err, r.Skipped)
+		}
+		for _, other := range []Format{Perf, PtPmp, EuStack, GDB, Collapsed, Pprof} {
+			if other == s.format {
+				continue
+			}
+			r, err := Import(data, other, s.opt)
+			if err == nil && r.Skipped == 0 {
+				t.Errorf("%s read as %s without complaint", s.file, other)
+			}
+		}
+	}
+}
+
+func TestSkippedMessage(t *testing.T) {
+	data := readSample(t, "perf-cpu.txt")
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	bad := append([][]byte{}, lines[:3]...)
+	bad = append(bad, []byte("garbage here\n"), []byte("\tnot a frame\n"))
+	bad = append(bad, lines[3:]...)
+	r, err := Import(bytes.Join(bad, nil), "", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`skipped 2 of %d lines that are not perf script output; the first, line 4: "garbage here"`, len(bad)-1)
+	if got := r.SkippedMessage(); got != want || r.Format != Perf {
+		t.Errorf("got %q (format %s), want %q", got, r.Format, want)
+	}
+}
+
+func TestNothingRead(t *testing.T) {
+	for _, f := range []Format{Perf, PtPmp, EuStack, GDB, Collapsed} {
+		_, err := Import([]byte("hello\nworld\n"), f, Options{})
+		var nd *NoDataError
+		// gdb takes what comes before a dump's first thread for its chatter.
+		if !errors.As(err, &nd) || f != GDB && !strings.Contains(err.Error(), `line 1: "hello"`) {
+			t.Errorf("%s: err = %v", f, err)
+		}
+	}
+	if _, err := Import([]byte("hello"), Pprof, Options{}); err == nil {
+		t.Error("pprof: no error")
+	}
+	if _, err := Import([]byte("   \n"), "", Options{}); err == nil || err.Error() != "the input is empty" {
+		t.Errorf("empty: %v", err)
+	}
+}
+
+// TestCollapsedConventions checks the thread root frame, state leaf frame
+// and kernel suffix of collapsed stacks, and pprof through the converter.
+func TestCollapsedConventions(t *testing.T) {
+	in := "my app-10/11;main;read_[k];[sleeping] 3\nmain;work 2\n"
+	r, err := Import([]byte(in), "", Options{Period: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Format != Collapsed || len(r.Profile.Samples) != 2 || len(r.Profile.Threads) != 1 {
+		t.Fatalf("format %s, %d samples, %d threads", r.Format, len(r.Profile.Samples), len(r.Profile.Threads))
+	}
+	s := r.Profile.Samples[0]
+	if s.PID != 10 || s.TID != 11 || s.Thread != "my app" || s.State != profile.Sleeping || s.Value != 3e6 ||
+		s.Stack[0].Frames[0].Function != "read" || !s.Stack[0].Mapping.Kernel {
+		t.Errorf("sample = %+v, leaf %+v", s, s.Stack[0])
+	}
+	var buf bytes.Buffer
+	if err := present.WritePprof(&buf, r.Profile); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Import(buf.Bytes(), "", Options{})
+	if err != nil || back.Format != Pprof || back.Profile.TotalByState() != r.Profile.TotalByState() {
+		t.Errorf("pprof round trip: %v, format %v", err, back)
 	}
 }

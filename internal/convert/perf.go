@@ -281,14 +281,13 @@ func parsePerf(data []byte, opt Options) *Result {
 	var (
 		ev      perfEvent
 		inEvent bool // a header was read and its callchain is being read
-		badHead bool // the current block's header was not understood
 		stack   []frame
 	)
 	flush := func() {
 		if inEvent {
 			pp.event(ev, stack)
 		}
-		inEvent, badHead, stack = false, false, nil
+		inEvent, stack = false, nil
 	}
 	for {
 		line, ok := lr.next()
@@ -301,26 +300,22 @@ func parsePerf(data []byte, opt Options) *Result {
 		case strings.HasPrefix(line, "#"):
 			// perf script --header comments.
 		case line[0] == ' ' || line[0] == '\t':
-			if !inEvent {
-				if !badHead {
-					pp.r.skip(lr.n, line)
-				}
-				continue
-			}
 			f, ok := parsePerfFrame(line)
-			if !ok {
+			if !ok || !inEvent {
+				// A callchain line that cannot be read, or one of an
+				// event whose header could not be.
 				pp.r.skip(lr.n, line)
 				continue
 			}
 			stack = append(stack, f)
 		default:
-			flush()
 			e, ok := parsePerfHeader(line)
 			if !ok {
+				// A stray line; a callchain in progress goes on after it.
 				pp.r.skip(lr.n, line)
-				badHead = true
 				continue
 			}
+			flush()
 			ev, inEvent = e, true
 		}
 	}
