@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/wallprof/wallprof/internal/present"
+	"github.com/wallprof/wallprof/internal/present/flame"
+	"github.com/wallprof/wallprof/internal/profile"
+)
+
+func init() {
+	commands["diff"] = command{order: 50, run: runDiff, usage: "  wallprof diff [flags] BEFORE AFTER        compare two profiles per second of recording\n"}
+}
+
+func runDiff(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("diff", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("o", "", "also write the differential flame graph (HTML) to this file")
+	top := fs.Int("top", present.DefaultTop, "number of functions per table (negative: all)")
+	asJSON := fs.Bool("json", false, "write the comparison as JSON (schema "+present.DiffFormat+")")
+	weight := fs.String("weight", "wall", "time compared per function: wall, cpu or offcpu")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: wallprof diff [flags] BEFORE AFTER
+
+Compares two profiles, each normalised to time per second of its recording,
+so that recordings of different lengths compare: the totals by state, then
+the functions whose self (flat) and total (cum) time changed most, with
+before/s, after/s, delta/s and delta %. With -o it also writes a
+differential flame graph: the shape of AFTER, coloured by the change from
+BEFORE. Both files are profiles written by 'wallprof record' or pprof files
+that record their duration.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() != 2 {
+		fmt.Fprintln(stderr, "wallprof diff: give two profile files, e.g. 'wallprof diff before.pb.gz after.pb.gz'.")
+		return exitUsage
+	}
+	w, err := present.ParseWeight(*weight)
+	if err != nil {
+		fmt.Fprintf(stderr, "wallprof diff: --weight: %v.\n", err)
+		return exitUsage
+	}
+	var profiles [2]*profile.Profile
+	for i, path := range fs.Args() {
+		if profiles[i], err = readProfileFor("diff", path, stderr); err != nil {
+			return exitError
+		}
+	}
+	opt := present.DiffOptions{Top: *top, JSON: *asJSON, Weight: w, BeforeName: fs.Arg(0), AfterName: fs.Arg(1)}
+	if err := present.WriteDiff(stdout, profiles[0], profiles[1], opt); err != nil {
+		var de *present.DurationError
+		if errors.As(err, &de) {
+			fmt.Fprintf(stderr, "wallprof diff: %v; record it with 'wallprof record', or use a pprof file that sets duration_nanos.\n", err)
+		} else {
+			fmt.Fprintf(stderr, "wallprof diff: %v.\n", err)
+		}
+		return exitError
+	}
+	if *out != "" {
+		if err := writeDiffFlame(*out, profiles[0], profiles[1], w); err != nil {
+			fmt.Fprintf(stderr, "wallprof diff: cannot write the differential flame graph: %v.\n", err)
+			return exitError
+		}
+		fmt.Fprintf(stderr, "wallprof diff: wrote the differential flame graph to %s\n", *out)
+	}
+	return exitOK
+}
+
+// writeDiffFlame writes the differential flame graph of before and after
+// to path; the file is removed if writing fails.
+func writeDiffFlame(path string, before, after *profile.Profile, w present.Weight) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	err = flame.WriteDiffHTML(f, before, after, flame.Options{Weight: w})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+	}
+	return err
+}
