@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/wallprof/wallprof/internal/present"
+	"github.com/wallprof/wallprof/internal/present/flame"
+)
+
+func init() {
+	commands["flame"] = command{order: 30, run: runFlame,
+		usage: "  wallprof flame [flags] FILE [-o OUT]     write an interactive flame graph (HTML, or SVG with --svg)\n"}
+}
+
+func runFlame(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("flame", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("o", "", "output file ('-' for standard output; default: FILE's name with .html or .svg)")
+	svg := fs.Bool("svg", false, "write a standalone interactive SVG (one weight) instead of the HTML page")
+	weight := fs.String("weight", "wall", "weight shown first (HTML) or drawn (SVG): wall, cpu or offcpu")
+	title := fs.String("title", "", "title above the graph (default: the profiled command)")
+	minWidth := fs.Float64("min-width", 100*flame.DefaultMinWidth, "leave out call paths narrower than this percentage of the total under every weight")
+	threads := fs.Bool("threads", false, "one root frame per thread (comm-pid/tid)")
+	focus := fs.String("focus", "", "keep only stacks with a function matching this regular expression")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: wallprof flame [flags] FILE [-o OUT]
+
+Writes a flame graph of a profile. The HTML page is one self-contained file
+(no network request): click a frame to zoom, search by regular expression
+(with the matched share of the total), hover for a frame's wall, on-CPU,
+runnable and blocked time, switch between the wall, on-CPU and off-CPU
+weights and between flame and icicle orientation. Frames are coloured by what
+dominates them: on-CPU (orange), runnable (purple) or blocked (blue).
+With --svg it writes a standalone SVG instead, for tickets and wikis: click
+to zoom, hover for details, 'Search' to highlight.
+FILE is a profile written by 'wallprof record' or any pprof file.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(reorderFlags(args)); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	fail := func(code int, format string, a ...any) int {
+		fmt.Fprintf(stderr, "wallprof flame: "+format+"\n", a...)
+		return code
+	}
+	if fs.NArg() != 1 {
+		return fail(exitUsage, "give exactly one profile file, e.g. 'wallprof flame app.pb.gz -o app.html'.")
+	}
+	w, err := present.ParseWeight(*weight)
+	if err != nil {
+		return fail(exitUsage, "--weight %q is not a weight: use wall, cpu or offcpu.", *weight)
+	}
+	if *minWidth < 0 || *minWidth >= 100 {
+		return fail(exitUsage, "--min-width %g is out of range: give a percentage from 0 (keep everything) to below 100.", *minWidth)
+	}
+	opt := flame.Options{Title: *title, Weight: w, MinWidth: *minWidth / 100, PerThread: *threads}
+	if *minWidth == 0 {
+		opt.MinWidth, opt.MaxNodes = -1, -1
+	}
+	if *focus != "" {
+		re, err := regexp.Compile(*focus)
+		if err != nil {
+			return fail(exitUsage, "--focus %q is not a valid regular expression: %v.", *focus, err)
+		}
+		opt.Focus = re
+	}
+	path := fs.Arg(0)
+	p, err := present.ReadProfileFile(path)
+	if err != nil {
+		var fe *present.FormatError
+		switch {
+		case errors.As(err, &fe):
+			return fail(exitError, "%v.", err)
+		case errors.Is(err, os.ErrNotExist):
+			return fail(exitError, "%s does not exist.", path)
+		}
+		return fail(exitError, "cannot read %s: %v.", path, err)
+	}
+	dest := *out
+	if dest == "" {
+		dest = defaultFlameOutput(path, *svg)
+	}
+	write := flame.WriteHTML
+	if *svg {
+		write = flame.WriteSVG
+	}
+	if dest == "-" {
+		bw := bufio.NewWriter(stdout)
+		if err := write(bw, p, opt); err != nil {
+			return fail(exitError, "%v.", err)
+		}
+		if err := bw.Flush(); err != nil {
+			return fail(exitError, "cannot write to standard output: %v.", err)
+		}
+		return exitOK
+	}
+	f, err := os.Create(dest)
+	if err != nil {
+		return fail(exitError, "cannot create %s: %v.", dest, errors.Unwrap(err))
+	}
+	bw := bufio.NewWriter(f)
+	err = write(bw, p, opt)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(dest)
+		return fail(exitError, "cannot write %s: %v.", dest, err)
+	}
+	if st, err := os.Stat(dest); err == nil {
+		fmt.Fprintf(stderr, "wrote %s (%d KiB)\n", dest, (st.Size()+1023)/1024)
+	}
+	return exitOK
+}
+
+// defaultFlameOutput names the output after the profile: app.pb.gz gives
+// app.html (or app.svg), in the current directory.
+func defaultFlameOutput(in string, svg bool) string {
+	base := filepath.Base(in)
+	for _, ext := range []string{".gz", ".pb", ".pprof", ".prof", ".folded"} {
+		base = strings.TrimSuffix(base, ext)
+	}
+	if base == "" || base == "." || base == "-" {
+		base = "flame"
+	}
+	if svg {
+		return base + ".svg"
+	}
+	return base + ".html"
+}
+
+// reorderFlags moves flags after the first positional argument before it,
+// so 'wallprof flame app.pb.gz -o app.html' works as the usage shows.
+func reorderFlags(args []string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			pos = append(pos, args[i+1:]...)
+			return append(flags, pos...)
+		case strings.HasPrefix(a, "-") && a != "-":
+			flags = append(flags, a)
+			name := strings.TrimLeft(a, "-")
+			if !strings.Contains(name, "=") && flagTakesValue(name) && i+1 < len(args) {
+				i++
+				flags = append(flags, args[i])
+			}
+		default:
+			pos = append(pos, a)
+		}
+	}
+	return append(flags, pos...)
+}
+
+func flagTakesValue(name string) bool {
+	switch name {
+	case "o", "weight", "title", "min-width", "focus":
+		return true
+	}
+	return false
+}
