@@ -8,7 +8,7 @@
 #   sudo bench/overhead.sh                       # all configurations, 5 rounds
 #   ROUNDS=2 CONFIGS=none,perf-99,perf-sched,bpftrace bench/overhead.sh
 #
-# Environment: ROUNDS (5), CONFIGS (all: none,wallprof-99,wallprof-999,
+# Environment: ROUNDS (5), CONFIGS (all: none,wallprof-99,wallprof-999,wallprof-99-fullstats,
 # wallprof-99-nostats,perf-99,perf-sched,bpftrace), WORKLOADS
 # (pingpong-pinned,pingpong,cpubound; NAME-pinned runs the whole command
 # under taskset -c 0, NAME-pinw only the workload), PINGPONG_ITERS (100000),

@@ -54,7 +54,7 @@ type recordFlags struct {
 	duration time.Duration
 	format   string
 	quiet    bool
-	noStats  bool
+	stats    string
 }
 
 func parseRecordFlags(args []string, stderr io.Writer) (*recordFlags, []string, int) {
@@ -70,7 +70,7 @@ func parseRecordFlags(args []string, stderr io.Writer) (*recordFlags, []string, 
 	fs.DurationVar(&f.duration, "duration", 0, "stop after this long, e.g. 30s (default: until Ctrl-C or the target exits)")
 	fs.StringVar(&f.format, "format", "pprof", "output format: pprof (gzipped protobuf) or collapsed (folded stacks, nanoseconds)")
 	fs.BoolVar(&f.quiet, "q", false, "print nothing but errors")
-	fs.BoolVar(&f.noStats, "no-bpf-stats", false, "do not turn on the kernel's BPF statistics (wallprof's own BPF run time is then not reported; saves about 40ns per probe run)")
+	fs.StringVar(&f.stats, "bpf-stats", "sampled", "how to measure wallprof's own BPF run time: sampled (the kernel's BPF statistics on 10% of the time, total extrapolated), full (on all the time: exact, but they cost two clock reads per probe run, about as much as the probes), off")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, recordUsage)
 		fs.PrintDefaults()
@@ -97,6 +97,9 @@ func parseRecordFlags(args []string, stderr io.Writer) (*recordFlags, []string, 
 		return nil, nil, exitUsage
 	case f.duration < 0:
 		fmt.Fprintln(stderr, "wallprof record: --duration must be positive.")
+		return nil, nil, exitUsage
+	case f.stats != "sampled" && f.stats != "full" && f.stats != "off":
+		fmt.Fprintf(stderr, "wallprof record: unknown --bpf-stats %q: use sampled, full or off.\n", f.stats)
 		return nil, nil, exitUsage
 	case f.format != "pprof" && f.format != "collapsed":
 		fmt.Fprintf(stderr, "wallprof record: unknown --format %q: use pprof or collapsed.\n", f.format)
@@ -233,7 +236,7 @@ func (r *recording) newSession(pid int, follow bool) error {
 		return r.cache.NewProcess(pid)
 	})
 	s, err := collect.Open(collect.Plan{PIDs: []int{pid}, FollowForks: follow, Freq: r.flags.freq, Duration: r.flags.duration,
-		NoBPFStats: r.flags.noStats})
+		Stats: statsMode(r.flags.stats)})
 	if err != nil {
 		return err
 	}
@@ -347,6 +350,11 @@ func (r *recording) launch(ctx context.Context, path string, args []string) int 
 	return r.stop(why)
 }
 
+func statsMode(s string) collect.StatsMode {
+	m, _ := collect.ParseStatsMode(s) // validated with the flags
+	return m
+}
+
 // started tells the user that recording has begun.
 func (r *recording) started(what string) {
 	if r.flags.quiet {
@@ -458,10 +466,14 @@ func (r *recording) summary(p *profile.Profile) {
 	}
 	fmt.Fprintf(w, "wallprof: recorded %s of %q: %d threads, %d stack samples, lost events: %s\n",
 		p.Duration.Round(time.Millisecond), p.Command, len(p.Threads), nsamples, lostSummary(p.Lost))
-	if c := p.Cost; c != nil && c.BPFRunCount > 0 {
-		fmt.Fprintf(w, "wallprof: cost: profiler CPU %s (%s of target CPU), BPF %s (%s) in %d program runs\n",
+	if c := p.Cost; c != nil && c.BPFStatsShare > 0 {
+		est := ""
+		if c.BPFStatsShare < 0.999 {
+			est = fmt.Sprintf(", estimated from the %.0f%% of the time it was measured", 100*c.BPFStatsShare)
+		}
+		fmt.Fprintf(w, "wallprof: cost: profiler CPU %s (%s of target CPU), BPF %s (%s) in %d program runs%s\n",
 			c.ProfilerCPU.Round(time.Microsecond), pct(c.ProfilerCPU, c.TargetCPU),
-			c.BPFRunTime.Round(time.Microsecond), pct(c.BPFRunTime, c.TargetCPU), c.BPFRunCount)
+			c.BPFRunTime.Round(time.Microsecond), pct(c.BPFRunTime, c.TargetCPU), c.BPFRunCount, est)
 	} else if c != nil {
 		fmt.Fprintf(w, "wallprof: cost: profiler CPU %s (%s of target CPU), BPF run time not measured\n",
 			c.ProfilerCPU.Round(time.Microsecond), pct(c.ProfilerCPU, c.TargetCPU))

@@ -25,10 +25,8 @@ type Plan struct {
 	FollowForks bool          // also record processes the targets fork
 	Freq        int           // sampling frequency in Hz, on- and off-CPU
 	Duration    time.Duration // 0: until stopped or the target exits
-	// NoBPFStats leaves the kernel's BPF statistics off. They measure the
-	// run time of wallprof's programs, at the price of two clock reads per
-	// program run.
-	NoBPFStats bool
+	// Stats says how the run time of wallprof's BPF programs is measured.
+	Stats StatsMode
 }
 
 // ErrBadPlan wraps every plan validation error.

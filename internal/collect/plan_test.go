@@ -18,7 +18,7 @@ func TestPlanValidate(t *testing.T) {
 		{"lowest frequency", func(p *Plan) { p.Freq = 1 }, ""},
 		{"highest frequency", func(p *Plan) { p.Freq = MaxFreq }, ""},
 		{"duration and options", func(p *Plan) {
-			p.Duration, p.FollowForks, p.NoBPFStats, p.PIDs = 5*time.Second, true, true, []int{3, 4, 5}
+			p.Duration, p.FollowForks, p.Stats, p.PIDs = 5*time.Second, true, StatsOff, []int{3, 4, 5}
 		}, ""},
 		{"zero frequency", func(p *Plan) { p.Freq = 0 }, "frequency 0 Hz"},
 		{"negative frequency", func(p *Plan) { p.Freq = -99 }, "frequency -99 Hz"},

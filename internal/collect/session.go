@@ -3,7 +3,6 @@ package collect
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -12,7 +11,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
-	"golang.org/x/sys/unix"
 
 	"github.com/wallprof/wallprof/internal/collect/bpf"
 	"github.com/wallprof/wallprof/internal/linux"
@@ -42,7 +40,7 @@ type Session struct {
 	links   []link.Link
 	perfFDs []int
 	reader  *ringbuf.Reader
-	stats   io.Closer
+	stats   statsSwitch
 
 	startNs   uint64
 	wallStart time.Time
@@ -87,11 +85,6 @@ func Open(plan Plan) (*Session, error) {
 			return nil, fmt.Errorf("configure BPF program (%s): %w", name, err)
 		}
 	}
-	if plan.NoBPFStats {
-		// The caller chose not to measure BPF run time.
-	} else if st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
-		s.stats = st // closing it restores the previous setting
-	}
 	if err := spec.LoadAndAssign(&s.objs.core, nil); err != nil {
 		s.Close()
 		var verr *ebpf.VerifierError
@@ -119,6 +112,9 @@ func Open(plan Plan) (*Session, error) {
 	if err := s.attach(); err != nil {
 		s.Close()
 		return nil, err
+	}
+	if plan.Stats != StatsOff {
+		s.stats.start(plan.Stats)
 	}
 	rd, err := ringbuf.NewReader(s.objs.core.Events)
 	if err != nil {

@@ -112,8 +112,15 @@ func (s *Session) Stop() (*Result, error) {
 		res.Cost.TargetCPU += time.Duration(t.Time[profile.OnCPU])
 	}
 	res.Cost.ProfilerCPU = linux.CPUTime() - s.cpuStart
-	if s.stats != nil {
-		res.Cost.BPFRunTime, res.Cost.BPFRunCount = s.bpfStats()
+	if on := s.stats.finish(); on > 0 {
+		rt, n := s.bpfStats()
+		res.Cost.BPFStatsShare = float64(on) / float64(time.Duration(end-s.startNs))
+		if res.Cost.BPFStatsShare > 1 {
+			res.Cost.BPFStatsShare = 1
+		}
+		// Sampled: scale what was measured while the statistics were on.
+		res.Cost.BPFRunTime = time.Duration(float64(rt) / res.Cost.BPFStatsShare)
+		res.Cost.BPFRunCount = uint64(float64(n) / res.Cost.BPFStatsShare)
 	}
 	s.Close()
 	if iterErr != nil {
@@ -224,10 +231,7 @@ func (s *Session) Close() {
 	}
 	// Statistics are read before the programs are closed.
 	_ = s.objs.Close()
-	if s.stats != nil {
-		_ = s.stats.Close()
-		s.stats = nil
-	}
+	s.stats.finish()
 }
 
 // IsPermission reports whether err is a permission error from the kernel.

@@ -26,7 +26,7 @@ import (
 //	wallprof:v1 command "<command line>"
 //	wallprof:v1 thread pid=<n> tid=<n> name="<comm>" start=<ns> end=<ns> exited=<bool> on-cpu=<ns> runnable=<ns> sleeping=<ns> disk=<ns> other=<ns> samples=<n>
 //	wallprof:v1 lost cause=<cause> n=<count>
-//	wallprof:v1 cost profiler_cpu=<ns> bpf_run=<ns> bpf_runs=<n> target_cpu=<ns>
+//	wallprof:v1 cost profiler_cpu=<ns> bpf_run=<ns> bpf_runs=<n> target_cpu=<ns> bpf_stats_permille=<share of the recording the BPF statistics were on, 1000 = exact>
 //	wallprof:v1 kernel mapping=<mapping id>
 //	wallprof:v1 note "<text>"
 //
@@ -65,8 +65,9 @@ func encodeComments(p *profile.Profile) []string {
 	if c := p.Cost; c != nil {
 		human = append(human, fmt.Sprintf("wallprof cost: profiler CPU %s, BPF run time %s in %d runs, target CPU %s",
 			fmtDur(int64(c.ProfilerCPU)), fmtDur(int64(c.BPFRunTime)), c.BPFRunCount, fmtDur(int64(c.TargetCPU))))
-		rec = append(rec, fmt.Sprintf("%scost profiler_cpu=%d bpf_run=%d bpf_runs=%d target_cpu=%d",
-			commentLead, int64(c.ProfilerCPU), int64(c.BPFRunTime), c.BPFRunCount, int64(c.TargetCPU)))
+		rec = append(rec, fmt.Sprintf("%scost profiler_cpu=%d bpf_run=%d bpf_runs=%d target_cpu=%d bpf_stats_permille=%d",
+			commentLead, int64(c.ProfilerCPU), int64(c.BPFRunTime), c.BPFRunCount, int64(c.TargetCPU),
+			int64(c.BPFStatsShare*1000+0.5)))
 	}
 	for _, m := range p.Mappings {
 		if m != nil && m.Kernel && !isKernelFile(m.File) {
@@ -145,6 +146,11 @@ func (st *commentState) decodeComment(c string) (other bool, err error) {
 			BPFRunCount: f.uint("bpf_runs"),
 			TargetCPU:   f.dur("target_cpu"),
 		}
+		if f.has("bpf_stats_permille") {
+			st.cost.BPFStatsShare = float64(f.uint("bpf_stats_permille")) / 1000
+		} else if st.cost.BPFRunCount > 0 {
+			st.cost.BPFStatsShare = 1 // written before the field existed: exact
+		}
 	case "kernel":
 		if st.kernelMappings == nil {
 			st.kernelMappings = map[uint64]bool{}
@@ -199,6 +205,8 @@ func parseFields(s string) (*fields, error) {
 }
 
 func (f *fields) str(k string) string { return f.kv[k] }
+
+func (f *fields) has(k string) bool { _, ok := f.kv[k]; return ok }
 
 func (f *fields) int(k string) int64 {
 	v, ok := f.kv[k]

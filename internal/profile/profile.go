@@ -151,7 +151,11 @@ type Cost struct {
 	ProfilerCPU time.Duration // wallprof process user+system CPU time
 	BPFRunTime  time.Duration // run time of wallprof's BPF programs (kernel BPF statistics)
 	BPFRunCount uint64
-	TargetCPU   time.Duration // the target's CPU time over the same window
+	// BPFStatsShare is the share of the recording during which the kernel's
+	// BPF statistics were on: 1 means BPFRunTime is exact, less than 1 that
+	// it was extrapolated from that share, 0 that it was not measured.
+	BPFStatsShare float64
+	TargetCPU     time.Duration // the target's CPU time over the same window
 }
 
 // SortThreads orders threads by PID then TID.

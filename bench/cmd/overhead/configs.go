@@ -41,11 +41,14 @@ func wallprofAt(name string, hz int, extra ...string) func(*env, []string) []str
 // allConfigs are the configurations in the order they run in each round.
 var allConfigs = []config{
 	{Name: "none", Wrap: func(_ *env, argv []string) []string { return argv }},
+	// The default: BPF statistics on 10% of the time (--bpf-stats sampled).
 	{Name: "wallprof-99", Wrap: wallprofAt("wallprof-99", 99), Wallprof: true},
 	{Name: "wallprof-999", Wrap: wallprofAt("wallprof-999", 999), Wallprof: true},
-	// The same as wallprof-99 without kernel.bpf_stats_enabled: the cost of
-	// measuring the BPF run time (two clock reads per program run).
-	{Name: "wallprof-99-nostats", Wrap: wallprofAt("wallprof-99-nostats", 99, "--no-bpf-stats"), Wallprof: true},
+	// With kernel.bpf_stats_enabled all the time (exact BPF run time), and
+	// never: the cost of measuring the BPF run time (two clock reads per
+	// program run).
+	{Name: "wallprof-99-fullstats", Wrap: wallprofAt("wallprof-99-fullstats", 99, "--bpf-stats", "full"), Wallprof: true},
+	{Name: "wallprof-99-nostats", Wrap: wallprofAt("wallprof-99-nostats", 99, "--bpf-stats", "off"), Wallprof: true},
 	{Name: "perf-99", Wrap: func(e *env, argv []string) []string {
 		return append([]string{e.Perf, "record", "-g", "-F", "99", "-o", e.out("perf.data"), "--"}, argv...)
 	}},

@@ -49,7 +49,7 @@ func parseWorkloadReport(stderr, name string) workloadReport {
 
 // selfReport is what wallprof says about its own cost on stderr, e.g.
 // "wallprof: cost: profiler CPU 120ms (3.1% of target CPU), BPF 40ms (1.0%)
-// in 5000 program runs" ("BPF run time not measured" with --no-bpf-stats) and
+// in 5000 program runs" ("BPF run time not measured" with --bpf-stats off) and
 // "wallprof: wrote F (..) 41ms after the recording ended; peak memory 30 MiB".
 type selfReport struct {
 	ProfilerCPU, BPF time.Duration
