@@ -28,3 +28,9 @@ fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCFI$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/symbolize
 	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/symbolize/gopclntab
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/collect
+	$(GO) test -run '^$$' -fuzz '^FuzzPerfScript$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/convert
+	$(GO) test -run '^$$' -fuzz '^FuzzPtPmp$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/convert
+	$(GO) test -run '^$$' -fuzz '^FuzzEuStack$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/convert
+	$(GO) test -run '^$$' -fuzz '^FuzzGdb$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/convert
+	$(GO) test -run '^$$' -fuzz '^FuzzCollapsed$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/convert
+	$(GO) test -run '^$$' -fuzz '^FuzzDetect$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/convert
