@@ -48,7 +48,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(reorderFlags(args)); err != nil {
+	if err := parseInterspersed(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
@@ -147,34 +147,3 @@ func defaultFlameOutput(in string, svg bool) string {
 	return base + ".html"
 }
 
-// reorderFlags moves flags after the first positional argument before it,
-// so 'wallprof flame app.pb.gz -o app.html' works as the usage shows.
-func reorderFlags(args []string) []string {
-	var flags, pos []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--":
-			pos = append(pos, args[i+1:]...)
-			return append(flags, pos...)
-		case strings.HasPrefix(a, "-") && a != "-":
-			flags = append(flags, a)
-			name := strings.TrimLeft(a, "-")
-			if !strings.Contains(name, "=") && flagTakesValue(name) && i+1 < len(args) {
-				i++
-				flags = append(flags, args[i])
-			}
-		default:
-			pos = append(pos, a)
-		}
-	}
-	return append(flags, pos...)
-}
-
-func flagTakesValue(name string) bool {
-	switch name {
-	case "o", "weight", "title", "min-width", "focus":
-		return true
-	}
-	return false
-}
