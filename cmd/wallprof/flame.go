@@ -146,4 +146,3 @@ func defaultFlameOutput(in string, svg bool) string {
 	}
 	return base + ".html"
 }
-
