@@ -2,6 +2,8 @@
  * pingpong: two threads pass one byte back and forth through two pipes
  * --iters N times (default 300000), so the run is dominated by context
  * switches: the worst case for a profiler that hooks the scheduler.
+ * --work N adds N loop iterations of computation per hop, to set the
+ * switch rate (bench uses it for a ~150k switches/s variant).
  *
  * On exit it prints to stderr one line of key=value pairs that
  * bench/cmd/overhead parses:
@@ -24,6 +26,7 @@
 #include <unistd.h>
 
 static long iters = 300000;
+static long work; /* --work N: loop iterations of computation per hop */
 static int ping[2], pong[2];
 
 static int64_t mono_ns(void)
@@ -43,6 +46,8 @@ static void xfer(int in, int out, long n, int first)
 			exit(1);
 		if (read(in, &c, 1) != 1)
 			exit(1);
+		for (volatile long k = 0; k < work; k++)
+			;
 		if (!first && write(out, &c, 1) != 1)
 			exit(1);
 	}
@@ -63,8 +68,10 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--iters") && i + 1 < argc)
 			iters = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--work") && i + 1 < argc)
+			work = atol(argv[++i]);
 		else {
-			fprintf(stderr, "usage: pingpong [--iters N]\n");
+			fprintf(stderr, "usage: pingpong [--iters N] [--work N]\n");
 			return 2;
 		}
 	}
