@@ -174,7 +174,7 @@ func speedscopeStack(s *profile.Sample, states bool, intern func(ssFrame) int) [
 			continue
 		}
 		if len(loc.Frames) == 0 {
-			st = append(st, intern(ssFrame{Name: unknownName(loc)}))
+			st = append(st, intern(ssFrame{Name: loc.UnknownName()}))
 			continue
 		}
 		for j := len(loc.Frames) - 1; j >= 0; j-- {
@@ -193,27 +193,4 @@ func speedscopeStack(s *profile.Sample, states bool, intern func(ssFrame) int) [
 		st = append(st, intern(ssFrame{Name: "[" + s.State.String() + "]"}))
 	}
 	return st
-}
-
-// unknownName names a location without symbols "module+0xoffset", or
-// "0xaddress" without a mapping.
-func unknownName(loc *profile.Location) string {
-	m := loc.Mapping
-	if m == nil || m.File == "" {
-		return fmt.Sprintf("0x%x", loc.Address)
-	}
-	off := loc.Address
-	if !m.Kernel && loc.Address >= m.Start {
-		off = loc.Address - m.Start + m.Offset
-	}
-	return fmt.Sprintf("%s+0x%x", baseName(m.File), off)
-}
-
-func baseName(p string) string {
-	for i := len(p) - 1; i >= 0; i-- {
-		if p[i] == '/' {
-			return p[i+1:]
-		}
-	}
-	return p
 }

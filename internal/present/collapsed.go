@@ -89,7 +89,7 @@ func collapsedFrames(dst []string, s *profile.Sample, opt CollapsedOptions) []st
 			suffix = "_[k]"
 		}
 		if len(loc.Frames) == 0 {
-			dst = append(dst, foldName(unknownFrame(loc))+suffix)
+			dst = append(dst, foldName(loc.UnknownName())+suffix)
 			continue
 		}
 		for j := len(loc.Frames) - 1; j >= 0; j-- {

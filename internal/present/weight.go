@@ -2,7 +2,6 @@ package present
 
 import (
 	"fmt"
-	"path"
 
 	"github.com/wallprof/wallprof/internal/profile"
 )
@@ -63,7 +62,7 @@ func frameNames(dst []string, stack []*profile.Location) []string {
 			continue
 		}
 		if len(loc.Frames) == 0 {
-			dst = append(dst, unknownFrame(loc))
+			dst = append(dst, loc.UnknownName())
 			continue
 		}
 		for _, f := range loc.Frames {
@@ -71,17 +70,4 @@ func frameNames(dst []string, stack []*profile.Location) []string {
 		}
 	}
 	return dst
-}
-
-// unknownFrame names a location that has no symbol.
-func unknownFrame(loc *profile.Location) string {
-	m := loc.Mapping
-	if m == nil || m.File == "" {
-		return fmt.Sprintf("0x%x", loc.Address)
-	}
-	off := loc.Address
-	if !m.Kernel && loc.Address >= m.Start {
-		off = loc.Address - m.Start + m.Offset
-	}
-	return fmt.Sprintf("%s+0x%x", path.Base(m.File), off)
 }

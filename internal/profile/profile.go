@@ -17,6 +17,7 @@ package profile
 
 import (
 	"fmt"
+	"path"
 	"sort"
 	"time"
 )
@@ -215,4 +216,19 @@ func (p *Profile) Validate() error {
 		}
 	}
 	return nil
+}
+
+// UnknownName names a location that has no symbol: "module+0xoffset" (the
+// file offset, for user code; the address, for the kernel), or "0xaddress"
+// without a mapping. Every output uses it, so names agree across formats.
+func (l *Location) UnknownName() string {
+	m := l.Mapping
+	if m == nil || m.File == "" {
+		return fmt.Sprintf("0x%x", l.Address)
+	}
+	off := l.Address
+	if !m.Kernel && l.Address >= m.Start {
+		off = l.Address - m.Start + m.Offset
+	}
+	return fmt.Sprintf("%s+0x%x", path.Base(m.File), off)
 }

@@ -22,7 +22,6 @@ package flame
 
 import (
 	"fmt"
-	"path"
 	"regexp"
 	"sort"
 	"strings"
@@ -222,7 +221,7 @@ func (b *builder) path(dst []int32, s *profile.Sample) []int32 {
 // frames interns the functions of loc, outermost first.
 func (b *builder) frames(loc *profile.Location) []int32 {
 	if len(loc.Frames) == 0 {
-		return []int32{b.intern(unknownFrame(loc))}
+		return []int32{b.intern(loc.UnknownName())}
 	}
 	out := make([]int32, 0, len(loc.Frames))
 	for j := len(loc.Frames) - 1; j >= 0; j-- {
@@ -437,20 +436,6 @@ func (b *builder) addBefore(before *profile.Profile, t *Tree) {
 // threadFrame names a thread's root frame as stackcollapse-perf.pl --tid does.
 func threadFrame(s *profile.Sample) string {
 	return fmt.Sprintf("%s-%d/%d", strings.ReplaceAll(s.Thread, " ", "_"), s.PID, s.TID)
-}
-
-// unknownFrame names a location without symbols "module+0xoffset", or
-// "0xaddress" without a mapping, as the other outputs do.
-func unknownFrame(loc *profile.Location) string {
-	m := loc.Mapping
-	if m == nil || m.File == "" {
-		return fmt.Sprintf("0x%x", loc.Address)
-	}
-	off := loc.Address
-	if !m.Kernel && loc.Address >= m.Start {
-		off = loc.Address - m.Start + m.Offset
-	}
-	return fmt.Sprintf("%s+0x%x", path.Base(m.File), off)
 }
 
 // Walk calls f for n and its descendants, depth first, children in order.
