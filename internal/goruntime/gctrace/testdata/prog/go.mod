@@ -1,0 +1,3 @@
+module gctraceprog
+
+go 1.16
