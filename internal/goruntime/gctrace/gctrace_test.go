@@ -138,7 +138,7 @@ func TestParseLine(t *testing.T) {
 		t.Errorf("Go 1.18 line: %v %+v", ok, old)
 	}
 	for _, bad := range []string{
-		"gc 1 @0.1s 1%: 0.1+0.2 ms clock",                                                       // fields missing
+		"gc 1 @0.1s 1%: 0.1+0.2 ms clock", // fields missing
 		"gc x @0.1s 1%: 0.1+2+0.2 ms clock, 0.4+1/2/3+0.8 ms cpu, 10->11->5 MB, 12 MB goal, 8 P", // number
 		"gc 1 @-1s 1%: 0.1+2+0.2 ms clock, 0.4+1/2/3+0.8 ms cpu, 10->11->5 MB, 12 MB goal, 8 P",  // negative time
 		"gc 1 @1s 1%: 0.1+NaN+0.2 ms clock, 0.4+1/2/3+0.8 ms cpu, 10->11->5 MB, 12 MB goal, 8 P", // NaN
