@@ -3,6 +3,7 @@ package gctrace
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -54,10 +55,17 @@ func metrics(a, b Summary) []metric {
 func WriteComparison(w io.Writer, a, b Summary) error {
 	var sb strings.Builder
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "\t%s\t%s\tdelta\tdelta %%\t\n", a.Name, b.Name)
-	for _, m := range metrics(a, b) {
+	ms := metrics(a, b)
+	width := 0
+	for _, m := range ms {
+		width = max(width, len(m.name))
+	}
+	na, nb := columnNames(a.Name, b.Name)
+	fmt.Fprintf(tw, "%*s\t%s\t%s\tdelta\tdelta %%\t\n", -width, "", na, nb)
+	for _, m := range ms {
+		name := fmt.Sprintf("%*s", -width, m.name)
 		if !m.ok {
-			fmt.Fprintf(tw, "%s\t%s\t%s\tn/a\tn/a\t\n", m.name, orNA(m, m.a, a), orNA(m, m.b, b))
+			fmt.Fprintf(tw, "%s\t%s\t%s\tn/a\tn/a\t\n", name, orNA(m, m.a, a), orNA(m, m.b, b))
 			continue
 		}
 		d := m.b - m.a
@@ -72,7 +80,7 @@ func WriteComparison(w io.Writer, a, b Summary) error {
 		if m.a != 0 {
 			rel = fmt.Sprintf("%+.1f%%", 100*d/m.a)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", m.name, m.format(m.a), m.format(m.b), abs, rel)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", name, m.format(m.a), m.format(m.b), abs, rel)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -83,6 +91,16 @@ func WriteComparison(w io.Writer, a, b Summary) error {
 	}
 	_, err := io.WriteString(w, sb.String())
 	return err
+}
+
+// columnNames shortens the logs' names to their base names for the column
+// headers, unless that makes them equal (before/run.log, after/run.log).
+func columnNames(a, b string) (string, string) {
+	ba, bb := filepath.Base(a), filepath.Base(b)
+	if ba == bb {
+		return a, b
+	}
+	return ba, bb
 }
 
 // orNA prints one side of a metric that is not known on both sides.

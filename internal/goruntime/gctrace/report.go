@@ -143,11 +143,12 @@ func WriteText(w io.Writer, s Summary) error {
 	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "heap (MB)\tmin\tmedian\tmax\t")
+	// the names are padded to one width so that they read left-aligned
 	for _, r := range []struct {
 		name string
 		s    Spread
 	}{{"before", s.HeapBefore}, {"after", s.HeapAfter}, {"live", s.HeapLive}, {"goal", s.Goal}} {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t\n", r.name, r.s.Min, fmtMedian(r.s.Median), r.s.Max)
+		fmt.Fprintf(tw, "%-9s\t%d\t%s\t%d\t\n", r.name, r.s.Min, fmtMedian(r.s.Median), r.s.Max)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
