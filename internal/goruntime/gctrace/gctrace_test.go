@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -195,4 +196,23 @@ func FuzzParse(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// A log holding two runs of a program sums the runs' spans.
+func TestRestart(t *testing.T) {
+	line := func(n int, at string) string {
+		return "gc " + strconv.Itoa(n) + " @" + at + "s 1%: 1+8+1 ms clock, 2+1/4/2+2 ms cpu, 4->5->2 MB, 5 MB goal, 2 P\n"
+	}
+	log := line(1, "1.0") + line(2, "2.0") + line(3, "3.0") + "restarting\n" + line(1, "0.5") + line(2, "1.5")
+	l, err := Parse(strings.NewReader(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Summarize("two runs", l, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Restarts != 1 || s.Span != 3*time.Second || s.Pace != time.Second || s.STW != 10*time.Millisecond || s.ClockPercent != 100*0.050/3 {
+		t.Errorf("restarts %d span %v pace %v STW %v clock %v%%", s.Restarts, s.Span, s.Pace, s.STW, s.ClockPercent)
+	}
 }

@@ -36,12 +36,13 @@ type Summary struct {
 
 	Lines, Scavenger, Legacy, Damaged, Other int // as in Log
 	Collections, Forced                      int
-	// Restarts counts the times the collection number went down: the log
-	// holds several runs of the program (the span then covers them all).
+	// Restarts counts the times the collection number or the time went
+	// down: the log holds several runs of the program. The span is then the
+	// sum of each run's span, and the pace counts intervals within runs.
 	Restarts int
 
 	First, Last time.Duration // @ of the first and last collection
-	Span        time.Duration // Last - First
+	Span        time.Duration // Last - First (for one run)
 	Procs       int           // GOMAXPROCS on the last line
 
 	// RuntimePercent is the runtime's own figure on the last line: the
@@ -75,16 +76,19 @@ func Summarize(name string, l *Log, requests int64) (Summary, error) {
 	s.Collections = n
 	first, last := l.Cycles[0], l.Cycles[n-1]
 	s.First, s.Last, s.Procs, s.RuntimePercent = first.At, last.At, last.Procs, last.Percent
-	if s.Last > s.First {
-		s.Span = s.Last - s.First
-	}
 	var before, after, live, goal []int64
+	runStart := first.At
 	for i, c := range l.Cycles {
 		if c.Forced {
 			s.Forced++
 		}
-		if i > 0 && c.Num < l.Cycles[i-1].Num {
-			s.Restarts++
+		if i > 0 {
+			prev := l.Cycles[i-1]
+			if c.Num < prev.Num || c.At < prev.At {
+				s.Restarts++ // a new run: close the span of the previous one
+				s.Span += prev.At - runStart
+				runStart = c.At
+			}
 		}
 		s.GCWall += c.Wall()
 		s.GCCPU += c.BusyCPU()
@@ -95,12 +99,13 @@ func Summarize(name string, l *Log, requests int64) (Summary, error) {
 		before, after = append(before, c.HeapBefore), append(after, c.HeapAfter)
 		live, goal = append(live, c.HeapLive), append(goal, c.Goal)
 	}
+	s.Span += last.At - runStart
 	if s.Span > 0 {
 		s.ClockPercent = 100 * float64(s.GCWall) / float64(s.Span)
 		s.CPUPercent = 100 * float64(s.GCCPU) / (float64(s.Span) * float64(s.Procs))
 	}
-	if n > 1 {
-		s.Pace = s.Span / time.Duration(n-1)
+	if intervals := n - 1 - s.Restarts; intervals > 0 {
+		s.Pace = s.Span / time.Duration(intervals)
 	}
 	s.HeapBefore, s.HeapAfter, s.HeapLive, s.Goal = spread(before), spread(after), spread(live), spread(goal)
 	if requests > 0 {
