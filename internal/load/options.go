@@ -115,11 +115,11 @@ func (o *Options) Validate() error {
 		if t.Method == "" {
 			o.Targets[i].Method = http.MethodGet
 		}
-		if _, err := (&vegeta.Target{Method: o.Targets[i].Method, URL: t.URL}).Request(); err != nil {
-			return bad("target %q: %v", t.URL, err)
-		}
 		if !strings.HasPrefix(t.URL, "http://") && !strings.HasPrefix(t.URL, "https://") {
 			return bad("target %q: the URL must start with http:// or https://", t.URL)
+		}
+		if _, err := (&vegeta.Target{Method: o.Targets[i].Method, URL: t.URL}).Request(); err != nil {
+			return bad("target %q: %v", t.URL, err)
 		}
 	}
 	if o.Timeout == 0 {
