@@ -34,3 +34,4 @@ fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzGdb$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/convert
 	$(GO) test -run '^$$' -fuzz '^FuzzCollapsed$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/convert
 	$(GO) test -run '^$$' -fuzz '^FuzzDetect$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/convert
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/goruntime/gctrace
