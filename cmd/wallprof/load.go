@@ -201,7 +201,7 @@ func (b *progressBar) update(p load.Progress) {
 	switch {
 	case p.Duration > 0:
 		frac = p.Elapsed.Seconds() / p.Duration.Seconds()
-		left = fmt.Sprintf("%s left", max(p.Duration-p.Elapsed, 0).Round(time.Second))
+		left = fmt.Sprintf("%s left", max(p.Duration-p.Elapsed, 0).Round(100*time.Millisecond))
 	}
 	if p.Requests > 0 {
 		if rf := float64(p.Sent) / float64(p.Requests); rf > frac {
@@ -217,7 +217,7 @@ func (b *progressBar) update(p load.Progress) {
 	}
 	fmt.Fprintf(b.w, "\r\033[K[%s%s] %s elapsed, %s  %d requests  %.0f/s  %d in flight  %d errors%s",
 		strings.Repeat("=", filled), strings.Repeat(" ", width-filled),
-		p.Elapsed.Round(time.Second), left, p.Done, p.Rate, p.InFlight, p.Errors, state)
+		p.Elapsed.Round(100*time.Millisecond), left, p.Done, p.Rate, p.InFlight, p.Errors, state)
 }
 
 func (b *progressBar) clear() { fmt.Fprint(b.w, "\r\033[K") }
