@@ -52,6 +52,9 @@ var allConfigs = []config{
 	{Name: "perf-99", Wrap: func(e *env, argv []string) []string {
 		return append([]string{e.Perf, "record", "-g", "-F", "99", "-o", e.out("perf.data"), "--"}, argv...)
 	}},
+	{Name: "perf-999", Wrap: func(e *env, argv []string) []string {
+		return append([]string{e.Perf, "record", "-g", "-F", "999", "-o", e.out("perf999.data"), "--"}, argv...)
+	}},
 	{Name: "perf-sched", Wrap: func(e *env, argv []string) []string {
 		return append([]string{e.Perf, "record", "-e", "sched:sched_switch", "-g", "-o", e.out("perf2.data"), "--"}, argv...)
 	}},
