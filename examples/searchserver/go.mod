@@ -1,0 +1,3 @@
+module searchserver
+
+go 1.26
