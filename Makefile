@@ -19,6 +19,7 @@ demo: wallprof examples/demo/demo
 
 test:
 	$(GO) test ./...
+	cd examples/searchserver && $(GO) test ./...
 	$(MAKE) fuzz-smoke
 
 # A short run of every fuzz target over the parsers of untrusted input. The
