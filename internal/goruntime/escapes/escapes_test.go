@@ -1,0 +1,277 @@
+package escapes
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/pprof/profile"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// golden compares got with testdata/name, or rewrites it with -update. A
+// missing golden file fails.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run 'go test -update' to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the output (run 'go test -update' to accept it):\n%s", path, got)
+	}
+}
+
+// The parse of captured 'go build -gcflags=-m=2' output of testdata/app
+// (by Go 1.26.8), with the reason of every allocating diagnostic.
+func TestParseDiagnosticsGolden(t *testing.T) {
+	in, err := os.ReadFile(filepath.Join("testdata", "app-go1.26.8.m2.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := ParseDiagnostics(bytes.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		Diagnostic
+		Reason string `json:"reason,omitempty"`
+	}
+	rows := make([]row, len(ds))
+	for i, d := range ds {
+		rows[i].Diagnostic = d
+		if d.Allocates() {
+			rows[i].Reason = d.Reason()
+		}
+	}
+	got, err := json.MarshalIndent(rows, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "app-go1.26.8.m2.json", append(got, '\n'))
+}
+
+// Explanations as older compilers printed them, and reasons without one.
+func TestReason(t *testing.T) {
+	for _, c := range []struct {
+		d    Diagnostic
+		want string
+	}{
+		{Diagnostic{Message: "moved to heap: x"}, "moved to heap: x"},
+		{Diagnostic{Message: "s escapes to heap", Flow: []string{
+			"flow: {heap} = &{storage for s}:",
+			"from s (spill) at ./a.go:3:14",
+			"from s (interface-converted) at ./a.go:3:14",
+			"from fmt.Fprintf(os.Stdout, \"%s\", s) (passed to call[argument content escapes]) at ./a.go:3:13",
+		}}, "s escapes to heap: passed to interface parameter in call to fmt.Fprintf"},
+		{Diagnostic{Message: "moved to heap: x", Func: "f", Flow: []string{"flow: ~r0 ← &x:", "from &x (address-of) at a.go:2:9", "from return &x (return) at a.go:2:2"}},
+			"moved to heap: x (its address is returned from f)"},
+		{Diagnostic{Message: "make([]int, n) escapes to heap", Flow: []string{"from make([]int, n) (non-constant size) at a.go:4:11"}},
+			"make([]int, n) escapes to heap: non-constant size"},
+		{Diagnostic{Message: "&T{} escapes to heap", Flow: []string{"flow: {heap} ← &{storage for &T{}}:", "from global = &T{} (assign) at a.go:5:9"}},
+			"&T{} escapes to heap: assigned to global"},
+		{Diagnostic{Message: "leaking param: p"}, "leaking param: p"},
+	} {
+		if got := c.d.Reason(); got != c.want {
+			t.Errorf("%q: reason %q, want %q", c.d.Message, got, c.want)
+		}
+	}
+}
+
+// needGo skips when the go command is missing, except in CI.
+func needGo(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI needs the go command: %v", err)
+		}
+		t.Skipf("the go command is not on PATH: %v", err)
+	}
+}
+
+// The real compiler, run on testdata/app, explains its known escapes.
+func TestAnalyzeApp(t *testing.T) {
+	needGo(t)
+	ds, err := Analyze(context.Background(), appDir(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[int][]string{}
+	for _, d := range ds {
+		if d.File == "main.go" && d.Allocates() {
+			reasons[d.Line] = append(reasons[d.Line], d.Reason())
+		}
+	}
+	for line, want := range map[int]string{
+		18: "moved to heap: p (its address is returned from newPoint)",
+		24: "n escapes to heap: passed to interface parameter in call to fmt.Sprintf",
+		29: "moved to heap: c (captured by a closure)",
+		38: "make([]byte, n) escapes to heap: returned from buffer",
+	} {
+		if !contains(reasons[line], want) {
+			t.Errorf("main.go:%d: reasons %q lack %q", line, reasons[line], want)
+		}
+	}
+	if _, err := Analyze(context.Background(), appDir(t), []string{"./nope"}); err == nil || !strings.Contains(err.Error(), "go build ./nope failed: ") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("bad package: error %v", err)
+	}
+}
+
+// A real allocation profile of testdata/app ranks the strings.ToLower line
+// of search first, with its reason, and the escapes on their lines.
+func TestJoinRealProfile(t *testing.T) {
+	needGo(t)
+	path := appProfile(t)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := Analyze(context.Background(), appDir(t), []string{"."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []Sample{"alloc_space", "alloc_objects"} {
+		stacks, err := Stacks(p, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := Join(stacks, ds, Options{Dir: appDir(t), Sample: s, Top: 10})
+		top := rep.Sites[0]
+		if top.File != "main.go" || top.Line != 45 || top.Func != "main.search" || !top.InLoop || top.Percent < 90 {
+			t.Fatalf("%s: top site %+v", s, top)
+		}
+		want := "strings.ToLower allocates its result (inside a loop); called from main.go:45 (search)"
+		if !contains(top.Reasons, want) {
+			t.Errorf("%s: top reasons %q lack %q", s, top.Reasons, want)
+		}
+		bySite := map[int]Site{}
+		for _, st := range rep.Sites {
+			if st.File == "main.go" {
+				bySite[st.Line] = st
+			}
+		}
+		for line, want := range map[int]string{
+			18: "moved to heap: p (its address is returned from newPoint)",
+			38: "make([]byte, n) escapes to heap: returned from buffer",
+			24: "fmt.Sprintf allocates its result; called from main.go:24 (label)",
+		} {
+			if !contains(bySite[line].Reasons, want) {
+				t.Errorf("%s: main.go:%d reasons %q lack %q", s, line, bySite[line].Reasons, want)
+			}
+		}
+		var text bytes.Buffer
+		if err := WriteText(&text, rep); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(text.String(), "   1 ") || !strings.Contains(text.String(), "main.go:45 main.search\n") {
+			t.Errorf("text report:\n%s", text.String())
+		}
+	}
+}
+
+// A profile without allocation samples, or without the asked-for pair.
+func TestStacksErrors(t *testing.T) {
+	cpu := &profile.Profile{SampleType: []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "cpu", Unit: "nanoseconds"}}}
+	if _, err := Stacks(cpu, "alloc_space"); !errors.Is(err, ErrNoAllocSamples) {
+		t.Errorf("cpu profile: %v", err)
+	}
+	inuse := &profile.Profile{SampleType: []*profile.ValueType{{Type: "inuse_objects", Unit: "count"}, {Type: "inuse_space", Unit: "bytes"}}}
+	if _, err := Stacks(inuse, "alloc_space"); err == nil || !strings.Contains(err.Error(), "try --sample inuse_objects") {
+		t.Errorf("inuse profile: %v", err)
+	}
+	if _, err := Stacks(inuse, "space"); err == nil || !strings.Contains(err.Error(), `unknown sample "space"`) {
+		t.Errorf("bad sample: %v", err)
+	}
+}
+
+func TestFormatBytes(t *testing.T) {
+	for n, want := range map[int64]string{0: "0B", 1023: "1023B", 1536: "1.5KiB", 9 << 20: "9.0MiB"} {
+		if got := FormatBytes(n); got != want {
+			t.Errorf("FormatBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func FuzzParseDiagnostics(f *testing.F) {
+	if in, err := os.ReadFile(filepath.Join("testdata", "app-go1.26.8.m2.txt")); err == nil {
+		f.Add(string(in))
+	}
+	f.Add("./a.go:1:2: x escapes to heap in f:\n./a.go:1:2:   flow: {heap} ← &x:\n./a.go:1:2:     from x (captured by a closure) at ./a.go:3:4\n./a.go:1:2: moved to heap: x\n")
+	f.Add("a.go:1:1: parameter a.b leaks to {heap} for f with derefs=0:\na.go:1:1: leaking param: b\n")
+	f.Add("x:0:0:  escapes to heap: \n:1:1: : \n")
+	f.Fuzz(func(t *testing.T, in string) {
+		ds, err := ParseDiagnostics(strings.NewReader(in))
+		if err != nil {
+			return
+		}
+		again, _ := ParseDiagnostics(strings.NewReader(in))
+		if len(again) != len(ds) {
+			t.Fatalf("parse is not deterministic: %d then %d", len(ds), len(again))
+		}
+		for _, d := range ds {
+			if d.Line < 0 || d.Col < 0 {
+				t.Errorf("negative position in %+v", d)
+			}
+			r := d.Reason()
+			if !strings.HasPrefix(r, d.Message) {
+				t.Errorf("reason %q does not start with the message %q", r, d.Message)
+			}
+			_ = d.Subject()
+		}
+	})
+}
+
+func contains(list []string, s string) bool {
+	for _, l := range list {
+		if l == s {
+			return true
+		}
+	}
+	return false
+}
+
+func appDir(t *testing.T) string {
+	t.Helper()
+	d, err := filepath.Abs(filepath.Join("testdata", "app"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// appProfile builds and runs testdata/app, which writes its allocation
+// profile (MemProfileRate 1, so every allocation is in it).
+func appProfile(t *testing.T) string {
+	t.Helper()
+	tmp := t.TempDir()
+	bin := filepath.Join(tmp, "app")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = appDir(t)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build testdata/app: %v\n%s", err, out)
+	}
+	path := filepath.Join(tmp, "allocs.pb.gz")
+	if out, err := exec.Command(bin, path).CombinedOutput(); err != nil {
+		t.Fatalf("run testdata/app: %v\n%s", err, out)
+	}
+	return path
+}

@@ -1,0 +1,275 @@
+package escapes
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Format names the JSON schema of a Report.
+const Format = "wallprof.escapes/1"
+
+// Report is the ranked allocation sites of a profile, each with its reasons.
+type Report struct {
+	Format       string `json:"format"`
+	Sample       Sample `json:"sample"`
+	Dir          string `json:"dir"`
+	TotalBytes   int64  `json:"total_bytes"`
+	TotalObjects int64  `json:"total_objects"`
+	Sites        []Site `json:"sites"` // the top ones, most first
+}
+
+// Site is one line of code that allocates. For a line in the analysed
+// packages, File is relative to the build directory; for an allocation with
+// no caller there (runtime start-up, say), it is the path in the profile
+// and User is false.
+type Site struct {
+	Rank    int      `json:"rank"`
+	File    string   `json:"file"`
+	Line    int      `json:"line"`
+	Func    string   `json:"func"`
+	Bytes   int64    `json:"bytes"`
+	Objects int64    `json:"objects"`
+	Percent float64  `json:"percent"` // of the total for the ranking sample
+	User    bool     `json:"user"`
+	InLoop  bool     `json:"in_loop,omitempty"`
+	Reasons []string `json:"reasons"`
+
+	direct  bool             // some allocations happen on the line itself
+	callees map[string]int64 // library functions called from the line, by volume
+	leaf    map[string]string
+}
+
+// Options configure Join.
+type Options struct {
+	Dir    string // the build directory, absolute; the diagnostics' paths are relative to it
+	Sample Sample // what ranks the sites
+	Top    int    // how many sites to keep; 0 keeps all
+}
+
+// Join ranks the allocation sites of stacks and explains each with the
+// diagnostics on its line. A stack's site is its first frame (from the
+// leaf) in a file the compiler reported on, that is, in the analysed
+// packages; when frames below it are library code, the site says which
+// library function allocates and that it is called from there.
+func Join(stacks []Stack, diags []Diagnostic, opt Options) Report {
+	rep := Report{Format: Format, Sample: opt.Sample, Dir: opt.Dir}
+	m := newMatcher(opt.Dir, diags)
+	sites := map[string]*Site{}
+	for _, st := range stacks {
+		rep.TotalBytes += st.Bytes
+		rep.TotalObjects += st.Objects
+		if len(st.Frames) == 0 {
+			continue
+		}
+		k, rel := -1, ""
+		for i, f := range st.Frames {
+			if r, ok := m.user(f.File); ok {
+				k, rel = i, r
+				break
+			}
+		}
+		var s *Site
+		if k < 0 {
+			f := st.Frames[0]
+			s = site(sites, f.File, f.Line, f.Func, false)
+		} else {
+			f := st.Frames[k]
+			s = site(sites, rel, f.Line, f.Func, true)
+			if k == 0 {
+				s.direct = true
+			} else {
+				callee := st.Frames[k-1].Func
+				s.callees[callee] += weight(st, opt.Sample)
+				if leaf := st.Frames[0].Func; leaf != callee {
+					s.leaf[callee] = leaf
+				}
+			}
+		}
+		s.Bytes += st.Bytes
+		s.Objects += st.Objects
+	}
+	list := make([]*Site, 0, len(sites))
+	for _, s := range sites {
+		list = append(list, s)
+	}
+	sort.Slice(list, func(i, j int) bool {
+		a, b := list[i], list[j]
+		if wa, wb := siteWeight(a, opt.Sample), siteWeight(b, opt.Sample); wa != wb {
+			return wa > wb
+		}
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		return a.Line < b.Line
+	})
+	if opt.Top > 0 && len(list) > opt.Top {
+		list = list[:opt.Top]
+	}
+	total := rep.TotalBytes
+	if opt.Sample.ByObjects() {
+		total = rep.TotalObjects
+	}
+	loops := newLoopFinder(opt.Dir)
+	for i, s := range list {
+		s.Rank = i + 1
+		if total > 0 {
+			s.Percent = 100 * float64(siteWeight(s, opt.Sample)) / float64(total)
+		}
+		if s.User {
+			s.InLoop = loops.inLoop(s.File, s.Line)
+		}
+		s.Reasons = m.reasons(s)
+		rep.Sites = append(rep.Sites, *s)
+	}
+	return rep
+}
+
+func site(sites map[string]*Site, file string, line int, fn string, user bool) *Site {
+	key := fmt.Sprintf("%s:%d", file, line)
+	s := sites[key]
+	if s == nil {
+		s = &Site{File: file, Line: line, Func: fn, User: user, callees: map[string]int64{}, leaf: map[string]string{}}
+		sites[key] = s
+	}
+	return s
+}
+
+func weight(st Stack, s Sample) int64 {
+	if s.ByObjects() {
+		return st.Objects
+	}
+	return st.Bytes
+}
+
+func siteWeight(st *Site, s Sample) int64 {
+	if s.ByObjects() {
+		return st.Objects
+	}
+	return st.Bytes
+}
+
+// matcher maps profile paths to the diagnostics' files.
+type matcher struct {
+	dir   string
+	files map[string]bool         // diagnostic files, relative to dir
+	byPos map[string][]Diagnostic // "file:line" → allocating diagnostics
+}
+
+func newMatcher(dir string, diags []Diagnostic) *matcher {
+	m := &matcher{dir: dir, files: map[string]bool{}, byPos: map[string][]Diagnostic{}}
+	for _, d := range diags {
+		if filepath.IsAbs(d.File) {
+			continue // generic instantiations from GOROOT and other modules
+		}
+		m.files[d.File] = true
+		if d.Allocates() {
+			key := fmt.Sprintf("%s:%d", d.File, d.Line)
+			m.byPos[key] = append(m.byPos[key], d)
+		}
+	}
+	return m
+}
+
+// user returns the diagnostics' name for a profile's file path: the path
+// relative to dir when it is inside it, or else the longest diagnostic file
+// that is a suffix of it (a binary built elsewhere or with -trimpath).
+func (m *matcher) user(file string) (string, bool) {
+	if file == "" {
+		return "", false
+	}
+	if m.dir != "" && filepath.IsAbs(file) {
+		if rel, err := filepath.Rel(m.dir, file); err == nil && m.files[filepath.ToSlash(rel)] {
+			return filepath.ToSlash(rel), true
+		}
+	}
+	best := ""
+	for f := range m.files {
+		if (file == f || strings.HasSuffix(file, "/"+f)) && len(f) > len(best) {
+			best = f
+		}
+	}
+	return best, best != ""
+}
+
+// reasons explains a site in readable sentences.
+func (m *matcher) reasons(s *Site) []string {
+	var out []string
+	if !s.User {
+		return []string{fmt.Sprintf("%s allocates in library code; no caller in the analysed packages", shortFunc(s.Func))}
+	}
+	loop := ""
+	if s.InLoop {
+		loop = " (inside a loop)"
+	}
+	if s.direct {
+		ds := m.byPos[fmt.Sprintf("%s:%d", s.File, s.Line)]
+		sort.SliceStable(ds, func(i, j int) bool { return ds[i].Col < ds[j].Col })
+		seen := map[string]bool{}
+		for _, d := range ds {
+			r := d.Reason()
+			if !seen[r] {
+				seen[r] = true
+				out = append(out, r+loop)
+			}
+		}
+		if len(ds) == 0 {
+			out = append(out, "allocates here, but the compiler reported no escape on this line (is the profile from this source?)")
+		}
+	}
+	callees := make([]string, 0, len(s.callees))
+	for c := range s.callees {
+		callees = append(callees, c)
+	}
+	sort.Slice(callees, func(i, j int) bool {
+		if s.callees[callees[i]] != s.callees[callees[j]] {
+			return s.callees[callees[i]] > s.callees[callees[j]]
+		}
+		return callees[i] < callees[j]
+	})
+	for _, c := range callees {
+		out = append(out, fmt.Sprintf("%s%s; called from %s:%d (%s)", calleeReason(c, s.leaf[c]), loop, filepath.Base(s.File), s.Line, funcName(s.Func)))
+	}
+	return out
+}
+
+// funcName is a function's name without its package: "search" for
+// "main.search", "(*T).M" for "example.com/p.(*T).M".
+func funcName(fn string) string {
+	short := shortFunc(fn)
+	if i := strings.Index(short, "."); i >= 0 {
+		return short[i+1:]
+	}
+	return short
+}
+
+// calleeReason says how a library function allocates.
+func calleeReason(fn, leaf string) string {
+	short := shortFunc(fn)
+	if resultAllocators[short] {
+		return short + " allocates its result"
+	}
+	if leaf != "" {
+		return fmt.Sprintf("%s allocates (in %s)", short, shortFunc(leaf))
+	}
+	return short + " allocates"
+}
+
+// resultAllocators are standard functions that return newly allocated
+// memory: their callers cannot avoid the allocation but by not calling them
+// (or by calling an appending or writing variant).
+var resultAllocators = map[string]bool{
+	"strings.ToLower": true, "strings.ToUpper": true, "strings.ToTitle": true, "strings.Title": true,
+	"strings.Repeat": true, "strings.Replace": true, "strings.ReplaceAll": true, "strings.Map": true,
+	"strings.Split": true, "strings.SplitN": true, "strings.SplitAfter": true, "strings.Fields": true,
+	"strings.FieldsFunc": true, "strings.Join": true, "strings.Clone": true, "strings.(*Builder).String": true,
+	"bytes.ToLower": true, "bytes.ToUpper": true, "bytes.Repeat": true, "bytes.Replace": true,
+	"bytes.ReplaceAll": true, "bytes.Split": true, "bytes.Fields": true, "bytes.Join": true, "bytes.Clone": true,
+	"fmt.Sprintf": true, "fmt.Sprint": true, "fmt.Sprintln": true, "fmt.Errorf": true, "fmt.Appendf": true,
+	"strconv.Itoa": true, "strconv.FormatInt": true, "strconv.FormatUint": true, "strconv.FormatFloat": true,
+	"strconv.Quote": true, "errors.New": true, "io.ReadAll": true, "os.ReadFile": true,
+	"json.Marshal": true, "json.MarshalIndent": true, "regexp.(*Regexp).FindAllString": true,
+	"regexp.(*Regexp).FindStringSubmatch": true, "regexp.(*Regexp).ReplaceAllString": true,
+	"slices.Clone": true, "maps.Clone": true,
+}
