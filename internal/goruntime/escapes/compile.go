@@ -50,7 +50,7 @@ func firstError(out string) string {
 		if m := posRE.FindStringSubmatch(l); m != nil && isMDiagnostic(m[4]) {
 			continue
 		}
-		return strings.TrimSpace(l)
+		return strings.TrimSuffix(strings.TrimSuffix(strings.TrimSpace(l), ":"), "; to add it")
 	}
 	return "no error message"
 }

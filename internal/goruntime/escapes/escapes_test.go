@@ -275,3 +275,32 @@ func appProfile(t *testing.T) string {
 	}
 	return path
 }
+
+// Synthetic stacks: a binary built elsewhere (paths matched by suffix), a
+// library allocation with no caller in the packages, and ranking by objects.
+func TestJoinSynthetic(t *testing.T) {
+	ds := []Diagnostic{
+		{File: "srv/h.go", Line: 10, Col: 2, Message: "moved to heap: buf"},
+		{File: "srv/h.go", Line: 20, Col: 6, Message: "can inline f"},
+	}
+	stacks := []Stack{
+		{Frames: []Frame{{Func: "example.com/x/srv.handle", File: "/build/x/srv/h.go", Line: 10}}, Bytes: 100, Objects: 1},
+		{Frames: []Frame{
+			{Func: "bytes.growSlice", File: "/go/src/bytes/buffer.go", Line: 249},
+			{Func: "bytes.(*Buffer).grow", File: "/go/src/bytes/buffer.go", Line: 151},
+			{Func: "encoding/json.Marshal", File: "/go/src/encoding/json/encode.go", Line: 160},
+			{Func: "example.com/x/lib.Do", File: "/mod/lib/do.go", Line: 7},
+		}, Bytes: 50, Objects: 5},
+	}
+	rep := Join(stacks, ds, Options{Dir: "/elsewhere", Sample: "alloc_objects"})
+	if len(rep.Sites) != 2 || rep.TotalBytes != 150 || rep.TotalObjects != 6 {
+		t.Fatalf("report %+v", rep)
+	}
+	lib, user := rep.Sites[0], rep.Sites[1]
+	if lib.User || lib.Rank != 1 || lib.Reasons[0] != "bytes.growSlice allocates outside the analysed packages (library code, or packages not named); called from json.Marshal (/go/src/encoding/json/encode.go:160)" {
+		t.Errorf("library site %+v", lib)
+	}
+	if !user.User || user.File != "srv/h.go" || user.Line != 10 || user.Reasons[0] != "moved to heap: buf" {
+		t.Errorf("user site %+v", user)
+	}
+}

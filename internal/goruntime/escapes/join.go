@@ -37,6 +37,7 @@ type Site struct {
 	Reasons []string `json:"reasons"`
 
 	direct  bool             // some allocations happen on the line itself
+	caller  string           // for a library site: its first caller in another package
 	callees map[string]int64 // library functions called from the line, by volume
 	leaf    map[string]string
 }
@@ -74,6 +75,9 @@ func Join(stacks []Stack, diags []Diagnostic, opt Options) Report {
 		if k < 0 {
 			f := st.Frames[0]
 			s = site(sites, f.File, f.Line, f.Func, false)
+			if s.caller == "" {
+				s.caller = outsideCaller(st.Frames)
+			}
 		} else {
 			f := st.Frames[k]
 			s = site(sites, rel, f.Line, f.Func, true)
@@ -197,7 +201,11 @@ func (m *matcher) user(file string) (string, bool) {
 func (m *matcher) reasons(s *Site) []string {
 	var out []string
 	if !s.User {
-		return []string{fmt.Sprintf("%s allocates in library code; no caller in the analysed packages", shortFunc(s.Func))}
+		r := fmt.Sprintf("%s allocates outside the analysed packages (library code, or packages not named)", shortFunc(s.Func))
+		if s.caller != "" {
+			r += "; called from " + s.caller
+		}
+		return []string{r}
 	}
 	loop := ""
 	if s.InLoop {
@@ -272,4 +280,26 @@ var resultAllocators = map[string]bool{
 	"json.Marshal": true, "json.MarshalIndent": true, "regexp.(*Regexp).FindAllString": true,
 	"regexp.(*Regexp).FindStringSubmatch": true, "regexp.(*Regexp).ReplaceAllString": true,
 	"slices.Clone": true, "maps.Clone": true,
+}
+
+// outsideCaller names the first frame up the stack in another package than
+// the leaf's (and not the runtime's): "main.search (/src/app/main.go:45)".
+func outsideCaller(fs []Frame) string {
+	leaf := pkgOf(fs[0].Func)
+	for _, f := range fs[1:] {
+		if p := pkgOf(f.Func); p != leaf && p != "runtime" && f.Func != "" {
+			return fmt.Sprintf("%s (%s:%d)", shortFunc(f.Func), f.File, f.Line)
+		}
+	}
+	return ""
+}
+
+// pkgOf is the package path of a function name: "strings" for
+// "strings.(*Builder).grow", "example.com/a/b" for "example.com/a/b.F".
+func pkgOf(fn string) string {
+	slash := strings.LastIndex(fn, "/")
+	if i := strings.Index(fn[slash+1:], "."); i >= 0 {
+		return fn[:slash+1+i]
+	}
+	return fn
 }
