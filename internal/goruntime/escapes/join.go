@@ -61,53 +61,11 @@ func Join(stacks []Stack, diags []Diagnostic, opt Options) Report {
 	for _, st := range stacks {
 		rep.TotalBytes += st.Bytes
 		rep.TotalObjects += st.Objects
-		if len(st.Frames) == 0 {
-			continue
+		if len(st.Frames) > 0 {
+			m.add(sites, st, opt.Sample)
 		}
-		k, rel := -1, ""
-		for i, f := range st.Frames {
-			if r, ok := m.user(f.File); ok {
-				k, rel = i, r
-				break
-			}
-		}
-		var s *Site
-		if k < 0 {
-			f := st.Frames[0]
-			s = site(sites, f.File, f.Line, f.Func, false)
-			if s.caller == "" {
-				s.caller = outsideCaller(st.Frames)
-			}
-		} else {
-			f := st.Frames[k]
-			s = site(sites, rel, f.Line, f.Func, true)
-			if k == 0 {
-				s.direct = true
-			} else {
-				callee := st.Frames[k-1].Func
-				s.callees[callee] += weight(st, opt.Sample)
-				if leaf := st.Frames[0].Func; leaf != callee {
-					s.leaf[callee] = leaf
-				}
-			}
-		}
-		s.Bytes += st.Bytes
-		s.Objects += st.Objects
 	}
-	list := make([]*Site, 0, len(sites))
-	for _, s := range sites {
-		list = append(list, s)
-	}
-	sort.Slice(list, func(i, j int) bool {
-		a, b := list[i], list[j]
-		if wa, wb := siteWeight(a, opt.Sample), siteWeight(b, opt.Sample); wa != wb {
-			return wa > wb
-		}
-		if a.File != b.File {
-			return a.File < b.File
-		}
-		return a.Line < b.Line
-	})
+	list := rank(sites, opt.Sample)
 	if opt.Top > 0 && len(list) > opt.Top {
 		list = list[:opt.Top]
 	}
@@ -128,6 +86,58 @@ func Join(stacks []Stack, diags []Diagnostic, opt Options) Report {
 		rep.Sites = append(rep.Sites, *s)
 	}
 	return rep
+}
+
+// add charges a stack to its site: its first frame in the analysed
+// packages, or its leaf when it has none.
+func (m *matcher) add(sites map[string]*Site, st Stack, smp Sample) {
+	k, rel := -1, ""
+	for i, f := range st.Frames {
+		if r, ok := m.user(f.File); ok {
+			k, rel = i, r
+			break
+		}
+	}
+	var s *Site
+	switch {
+	case k < 0:
+		f := st.Frames[0]
+		s = site(sites, f.File, f.Line, f.Func, false)
+		if s.caller == "" {
+			s.caller = outsideCaller(st.Frames)
+		}
+	case k == 0:
+		s = site(sites, rel, st.Frames[0].Line, st.Frames[0].Func, true)
+		s.direct = true
+	default:
+		s = site(sites, rel, st.Frames[k].Line, st.Frames[k].Func, true)
+		callee := st.Frames[k-1].Func
+		s.callees[callee] += weight(st, smp)
+		if leaf := st.Frames[0].Func; leaf != callee {
+			s.leaf[callee] = leaf
+		}
+	}
+	s.Bytes += st.Bytes
+	s.Objects += st.Objects
+}
+
+// rank orders the sites most first, then by place.
+func rank(sites map[string]*Site, smp Sample) []*Site {
+	list := make([]*Site, 0, len(sites))
+	for _, s := range sites {
+		list = append(list, s)
+	}
+	sort.Slice(list, func(i, j int) bool {
+		a, b := list[i], list[j]
+		if wa, wb := siteWeight(a, smp), siteWeight(b, smp); wa != wb {
+			return wa > wb
+		}
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		return a.Line < b.Line
+	})
+	return list
 }
 
 func site(sites map[string]*Site, file string, line int, fn string, user bool) *Site {
