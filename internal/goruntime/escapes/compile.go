@@ -17,9 +17,11 @@ import (
 // an error holding the go command's first error line.
 //
 // The text output of -m=2 is used rather than -json=0,file://DIR: the go
-// command replays a cached compile's stderr, so a second run still sees
-// every diagnostic without rebuilding, while the JSON files are written only
-// by a compile that really runs.
+// command replays a cached compile's stderr, so a second run is fast and
+// still sees every diagnostic, while -json names an output directory in the
+// compiler flags (a fresh one per run misses the build cache) and leaves
+// files to clean up. -m=2 also carries the flow explanation of every
+// escape, which the reasons are read from.
 func Analyze(ctx context.Context, dir string, pkgs []string) ([]Diagnostic, error) {
 	if len(pkgs) == 0 {
 		pkgs = []string{"./..."}
