@@ -26,7 +26,7 @@ test:
 # budget is a count of executions, not a duration: with a duration, Go 1.26's
 # fuzz coordinator can fail a target with a bare "context deadline exceeded"
 # when the time runs out (golang/go#75804, fixed in Go 1.27).
-FUZZTIME ?= 100000x
+FUZZTIME ?= 50000x
 fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzReadProfile$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/present
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCFI$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/symbolize
@@ -39,3 +39,4 @@ fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzCollapsed$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/convert
 	$(GO) test -run '^$$' -fuzz '^FuzzDetect$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/convert
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/goruntime/gctrace
+	$(GO) test -run '^$$' -fuzz '^FuzzParseDiagnostics$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/goruntime/escapes
