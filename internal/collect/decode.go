@@ -52,7 +52,8 @@ type ThreadState struct {
 	InTS, OutTS, WakeTS, FirstTS uint64
 	Time                         [profile.NumStates]uint64
 	Acc                          [profile.NumStates]uint64
-	CPUAcc, CPUMark              uint64
+	CPUAcc                       int64 // on-CPU time not yet sampled; negative: sampled ahead
+	CPUMark                      uint64
 	PID                          uint32
 	OnCPU                        bool
 	OutState                     profile.State
@@ -182,7 +183,7 @@ func decodeTState(b []byte) ThreadState {
 		t.Acc[i] = le.Uint64(b[off:])
 		off += 8
 	}
-	t.CPUAcc = le.Uint64(b[off:])
+	t.CPUAcc = int64(le.Uint64(b[off:]))
 	t.CPUMark = le.Uint64(b[off+8:])
 	off += 16
 	t.PID = le.Uint32(b[off:])

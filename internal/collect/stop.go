@@ -243,7 +243,7 @@ func IsPermission(err error) bool {
 // on-CPU remainder, and its off-CPU remainders when no final sample took them.
 func (r *Result) addRemainders(pid, tid uint32, st *ThreadState, offCPU bool) {
 	if st.CPUAcc > 0 {
-		r.Remainders = append(r.Remainders, Remainder{pid, tid, profile.OnCPU, st.CPUAcc})
+		r.Remainders = append(r.Remainders, Remainder{pid, tid, profile.OnCPU, uint64(st.CPUAcc)})
 	}
 	if !offCPU {
 		return

@@ -79,7 +79,7 @@ struct tstate {
 	u64 first_ts; /* start of this thread's accounting */
 	u64 time[NSTATES];
 	u64 acc[NSTATES]; /* off-CPU time not yet represented by a stack sample */
-	u64 cpu_acc;      /* on-CPU time of finished bursts not yet represented by a sample */
+	s64 cpu_acc;      /* on-CPU time not yet represented by a sample (negative: sampled ahead) */
 	u64 cpu_mark;     /* the current burst counts from max(in_ts, cpu_mark) */
 	u32 pid;
 	u8 on_cpu;
@@ -444,6 +444,7 @@ static __always_inline void switch_out(void *ctx, struct task_struct *prev, stru
 	 * a switch event was not reported; what remains of the span it spent
 	 * off CPU. */
 	u64 exec = prev->se.sum_exec_runtime; /* a trusted pointer: a plain load */
+	u64 sampled = 0; /* on-CPU time a runnable sample already stood for */
 	u64 cpu = span;
 	if (st->last_exec && exec >= st->last_exec) {
 		u64 dexec = exec - st->last_exec;
@@ -457,8 +458,11 @@ static __always_inline void switch_out(void *ctx, struct task_struct *prev, stru
 			if (extra > st->last_runnable)
 				extra = st->last_runnable;
 			st->time[ST_RUNNABLE] -= extra;
-			if (st->acc[ST_RUNNABLE] >= extra)
-				st->acc[ST_RUNNABLE] -= extra;
+			/* What a runnable sample already took cannot be sampled again
+			 * as on-CPU time. */
+			u64 take = extra < st->acc[ST_RUNNABLE] ? extra : st->acc[ST_RUNNABLE];
+			st->acc[ST_RUNNABLE] -= take;
+			sampled = extra - take;
 			cpu = span + extra;
 			span += extra;
 		}
@@ -482,21 +486,25 @@ static __always_inline void switch_out(void *ctx, struct task_struct *prev, stru
 		}
 	}
 	st->time[ST_ONCPU] += cpu;
-	since = now - cpu;
-	/* On-CPU time of this burst not yet given to a timer sample. */
-	u64 mark = since > st->cpu_mark ? since : st->cpu_mark;
-	if (now > mark)
-		st->cpu_acc += now - mark;
+	/* The burst's exact CPU time, less what timer samples during it already
+	 * stood for (they weigh wall time since the switch-in, which can exceed
+	 * the CPU time when part of it was spent waiting) and what a runnable
+	 * sample took. */
+	s64 covered = 0;
+	if (!missed && st->cpu_mark > st->in_ts)
+		covered = st->cpu_mark - st->in_ts;
+	s64 acc = st->cpu_acc + (s64)cpu - covered - (s64)sampled;
 	st->cpu_mark = now;
 	/* On-CPU time that the timer samples missed (short bursts between
 	 * sleeps fall between timer ticks) is sampled here, at the end of the
 	 * burst, once it adds up to a period. */
-	if (st->cpu_acc >= period_ns && !(prev_state & TASK_DEAD)) {
+	if (acc >= (s64)period_ns && !(prev_state & TASK_DEAD)) {
 		u64 w[NSTATES] = {};
-		w[ST_ONCPU] = (st->cpu_acc / period_ns) * period_ns;
-		st->cpu_acc -= w[ST_ONCPU];
+		w[ST_ONCPU] = ((u64)acc / period_ns) * period_ns;
+		acc -= (s64)w[ST_ONCPU];
 		emit_current_sample(ctx, w);
 	}
+	st->cpu_acc = acc;
 	st->on_cpu = 0;
 	st->out_ts = now;
 	st->wake_ts = 0;
@@ -705,9 +713,14 @@ int on_cpu_sample(void *ctx)
 	if (st && st->on_cpu) {
 		u64 now = bpf_ktime_get_ns();
 		u64 mark = st->in_ts > st->cpu_mark ? st->in_ts : st->cpu_mark;
-		w[ST_ONCPU] = st->cpu_acc + (now > mark ? now - mark : 0);
-		st->cpu_acc = 0;
+		s64 acc = st->cpu_acc + (s64)(now > mark ? now - mark : 0);
 		st->cpu_mark = now;
+		if (acc <= 0) {
+			st->cpu_acc = acc; /* still paying back time sampled ahead */
+			return 0;
+		}
+		w[ST_ONCPU] = (u64)acc;
+		st->cpu_acc = 0;
 	} else if (!st) {
 		w[ST_ONCPU] = period_ns; /* not in the thread table: nominal period */
 	}
