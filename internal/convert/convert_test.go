@@ -3,8 +3,8 @@ package convert
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
+	"github.com/wallprof/wallprof/internal/golden"
 	"os"
 	"path/filepath"
 	"sort"
@@ -15,8 +15,6 @@ import (
 	"github.com/wallprof/wallprof/internal/present"
 	"github.com/wallprof/wallprof/internal/profile"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 // samples are the real tools' outputs in testdata (see generate.sh), the
 // format each must be detected as, and the options to convert it with.
@@ -88,20 +86,7 @@ func summary(t *testing.T, r *Result) string {
 
 func checkGolden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("missing golden %s (run go test -update): %v", path, err)
-	}
-	if string(want) != got {
-		t.Errorf("%s differs from the conversion (run go test -update if the change is right):\n--- got\n%s", path, got)
-	}
+	golden.Check(t, name, []byte(got))
 }
 
 // pidOf finds the process of the first perf event of the thread named comm.

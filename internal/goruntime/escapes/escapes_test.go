@@ -5,7 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
+	goldenfile "github.com/wallprof/wallprof/internal/golden"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,25 +15,9 @@ import (
 	"github.com/google/pprof/profile"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
-// golden compares got with testdata/name, or rewrites it with -update. A
-// missing golden file fails.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run 'go test -update' to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the output (run 'go test -update' to accept it):\n%s", path, got)
-	}
+	goldenfile.Check(t, name, got)
 }
 
 // The parse of captured 'go build -gcflags=-m=2' output of testdata/app

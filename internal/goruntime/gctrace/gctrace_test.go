@@ -2,7 +2,7 @@ package gctrace
 
 import (
 	"bytes"
-	"flag"
+	goldenfile "github.com/wallprof/wallprof/internal/golden"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,26 +11,9 @@ import (
 	"time"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
-// golden compares got with testdata/name, or rewrites it with -update. A
-// missing golden file fails.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run 'go test -update' to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the output (run 'go test -update' to accept it):\n%s", path, got)
-	}
+	goldenfile.Check(t, name, got)
 }
 
 func summarize(t *testing.T, name string, requests int64) Summary {
