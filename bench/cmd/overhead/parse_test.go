@@ -92,8 +92,8 @@ func TestSelectConfigs(t *testing.T) {
 
 func TestCSVRoundTrip(t *testing.T) {
 	in := []result{{Config: "wallprof-99", Workload: "pingpong-pinned", Round: 2,
-		W:    workloadReport{Elapsed: 3e9, CPU: 2e9, Iters: 1000, SwitchesPerSec: 5e5},
-		Self: selfReport{ProfilerCPU: 5e7, BPF: 6e8, CPUPct: 1.5, BPFPct: 16.7, Runs: 3600, HasCost: true, HasBPF: true, Finish: 2e8, HasFinish: true, PeakMiB: 44},
+		W:       workloadReport{Elapsed: 3e9, CPU: 2e9, Iters: 1000, SwitchesPerSec: 5e5},
+		Self:    selfReport{ProfilerCPU: 5e7, BPF: 6e8, CPUPct: 1.5, BPFPct: 16.7, Runs: 3600, HasCost: true, HasBPF: true, Finish: 2e8, HasFinish: true, PeakMiB: 44},
 		ToolCPU: 3e8, ToolRSSKB: 45000, CmdWall: 4e9, Startup: 5e7, Tail: 3e8}}
 	path := t.TempDir() + "/results.csv"
 	if err := writeCSV(path, in); err != nil {
