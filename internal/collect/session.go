@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 
@@ -41,6 +42,9 @@ type Session struct {
 	perfFDs []int
 	reader  *ringbuf.Reader
 	stats   statsSwitch
+	// taskWork: deferred user stacks are taken by BPF task works, and
+	// sys_exit is not probed.
+	taskWork bool
 
 	startNs   uint64
 	wallStart time.Time
@@ -76,16 +80,17 @@ func Open(plan Plan) (*Session, error) {
 		exits:    map[uint32]*ThreadExit{},
 	}
 	s.cpuStart = linux.CPUTime()
-	consts := map[string]any{
-		"period_ns":    plan.PeriodNs(),
-		"follow_forks": boolByte(plan.FollowForks),
+	s.taskWork = hasTaskWork()
+	err = s.load()
+	if err != nil && s.taskWork {
+		// A kernel that has task works but refuses them here: the
+		// sys_exit way.
+		s.objs.Close()
+		s.objs = objects{}
+		s.taskWork = false
+		err = s.load()
 	}
-	for name, v := range consts {
-		if err := spec.Variables[name].Set(v); err != nil {
-			return nil, fmt.Errorf("configure BPF program (%s): %w", name, err)
-		}
-	}
-	if err := spec.LoadAndAssign(&s.objs.core, nil); err != nil {
+	if err != nil {
 		s.Close()
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
@@ -125,6 +130,37 @@ func Open(plan Plan) (*Session, error) {
 	return s, nil
 }
 
+// load sets the program's constants and loads it into the kernel.
+func (s *Session) load() error {
+	consts := map[string]any{
+		"period_ns":     s.plan.PeriodNs(),
+		"follow_forks":  boolByte(s.plan.FollowForks),
+		"use_task_work": boolByte(s.taskWork),
+	}
+	for name, v := range consts {
+		if err := s.spec.Variables[name].Set(v); err != nil {
+			return fmt.Errorf("configure BPF program (%s): %w", name, err)
+		}
+	}
+	return s.spec.LoadAndAssign(&s.objs.core, nil)
+}
+
+// hasTaskWork reports whether the kernel has BPF task works (Linux 6.18+):
+// callbacks run in a task's own context when it returns to user space. The
+// environment variable WALLPROF_TASK_WORK=0 turns them off (to compare with
+// the sys_exit way).
+func hasTaskWork() bool {
+	if os.Getenv("WALLPROF_TASK_WORK") == "0" {
+		return false
+	}
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return false
+	}
+	var fn *btf.Func
+	return spec.TypeByName("bpf_task_work_schedule_resume_impl", &fn) == nil
+}
+
 func boolByte(b bool) uint8 {
 	if b {
 		return 1
@@ -133,18 +169,24 @@ func boolByte(b bool) uint8 {
 }
 
 func (s *Session) attach() error {
-	for _, p := range []*ebpf.Program{s.objs.core.OnSwitch, s.objs.core.OnWakeup, s.objs.core.OnWakeupNew,
-		s.objs.core.OnFork, s.objs.core.OnSysExit} {
+	progs := []*ebpf.Program{s.objs.core.OnSwitch, s.objs.core.OnWakeup, s.objs.core.OnWakeupNew, s.objs.core.OnFork}
+	if !s.taskWork {
+		// Every syscall of the machine runs it: only where task works
+		// are missing.
+		progs = append(progs, s.objs.core.OnSysExit)
+	}
+	for _, p := range progs {
 		l, err := link.AttachTracing(link.TracingOptions{Program: p})
 		if err != nil {
 			return fmt.Errorf("attach scheduler tracepoint %s: %w", p, err)
 		}
 		s.links = append(s.links, l)
 	}
-	// The user stacks of blocked threads are taken as they leave their
-	// syscall (sys_exit, attached with the scheduler tracepoints above) or,
-	// where the kernel has kprobes, right at the switch-in.
-	if !linux.HasKprobes() {
+	// The user stacks of blocked threads are taken by a task work as they
+	// return to user space; without task works, as they leave their syscall
+	// (sys_exit, attached with the scheduler tracepoints above) or, where
+	// the kernel has kprobes, right at the switch-in.
+	if s.taskWork || !linux.HasKprobes() {
 		// Nothing to try: sys_exit covers it.
 	} else if sym, err := linux.FindKernelSymbol("finish_task_switch"); err == nil {
 		if p, err := s.loadOptional("on_switch_in"); err == nil {
@@ -307,6 +349,8 @@ type objects struct {
 		Threads     *ebpf.Map      `ebpf:"threads"`
 		Stash       *ebpf.Map      `ebpf:"stash"`
 		Scratch     *ebpf.Map      `ebpf:"scratch"`
+		Deferreds   *ebpf.Map      `ebpf:"deferreds"`
+		Blank       *ebpf.Map      `ebpf:"blank"`
 		StartNs     *ebpf.Variable `ebpf:"start_ns"`
 	}
 	optional []*ebpf.Program
@@ -326,7 +370,7 @@ func (o *objects) Close() error {
 	}
 	o.optional = nil
 	c := &o.core
-	for _, m := range []*ebpf.Map{c.Events, c.Lost, c.Pendings, c.Targets, c.Threads, c.Stash, c.Scratch} {
+	for _, m := range []*ebpf.Map{c.Events, c.Lost, c.Pendings, c.Targets, c.Threads, c.Stash, c.Scratch, c.Deferreds, c.Blank} {
 		if m != nil {
 			m.Close()
 		}
@@ -351,6 +395,7 @@ func (s *Session) loadOptional(name string) (*ebpf.Program, error) {
 		"events": s.objs.core.Events, "lost": s.objs.core.Lost, "pendings": s.objs.core.Pendings,
 		"targets": s.objs.core.Targets, "threads": s.objs.core.Threads,
 		"stash": s.objs.core.Stash, "scratch": s.objs.core.Scratch,
+		"deferreds": s.objs.core.Deferreds, "blank": s.objs.core.Blank,
 	}})
 	if err != nil {
 		return nil, err

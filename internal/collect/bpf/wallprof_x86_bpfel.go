@@ -13,6 +13,23 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type WallprofDeferred struct {
+	_  structs.HostLayout
+	Tw struct {
+		_      structs.HostLayout
+		Opaque uint64
+	}
+	Armed  uint32
+	Klen   int32
+	Weight [5]uint64
+	Kstack [127]uint64
+}
+
+type WallprofDeferredBlank struct {
+	_ structs.HostLayout
+	B [1072]uint8
+}
+
 type WallprofExitEvent struct {
 	_    structs.HostLayout
 	Type uint32
@@ -78,6 +95,8 @@ type WallprofTstate struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	WallprofMapBlank        = "blank"
+	WallprofMapDeferreds    = "deferreds"
 	WallprofMapEvents       = "events"
 	WallprofMapLost         = "lost"
 	WallprofMapPendings     = "pendings"
@@ -98,6 +117,7 @@ const (
 	WallprofVarStartNs      = "start_ns"
 	WallprofVarUnusedExit   = "unused_exit"
 	WallprofVarUnusedSample = "unused_sample"
+	WallprofVarUseTaskWork  = "use_task_work"
 )
 
 // LoadWallprof returns the embedded CollectionSpec for Wallprof.
@@ -156,13 +176,15 @@ type WallprofProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type WallprofMapSpecs struct {
-	Events   *ebpf.MapSpec `ebpf:"events"`
-	Lost     *ebpf.MapSpec `ebpf:"lost"`
-	Pendings *ebpf.MapSpec `ebpf:"pendings"`
-	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
-	Stash    *ebpf.MapSpec `ebpf:"stash"`
-	Targets  *ebpf.MapSpec `ebpf:"targets"`
-	Threads  *ebpf.MapSpec `ebpf:"threads"`
+	Blank     *ebpf.MapSpec `ebpf:"blank"`
+	Deferreds *ebpf.MapSpec `ebpf:"deferreds"`
+	Events    *ebpf.MapSpec `ebpf:"events"`
+	Lost      *ebpf.MapSpec `ebpf:"lost"`
+	Pendings  *ebpf.MapSpec `ebpf:"pendings"`
+	Scratch   *ebpf.MapSpec `ebpf:"scratch"`
+	Stash     *ebpf.MapSpec `ebpf:"stash"`
+	Targets   *ebpf.MapSpec `ebpf:"targets"`
+	Threads   *ebpf.MapSpec `ebpf:"threads"`
 }
 
 // WallprofVariableSpecs contains global variables before they are loaded into the kernel.
@@ -174,6 +196,7 @@ type WallprofVariableSpecs struct {
 	StartNs      *ebpf.VariableSpec `ebpf:"start_ns"`
 	UnusedExit   *ebpf.VariableSpec `ebpf:"unused_exit"`
 	UnusedSample *ebpf.VariableSpec `ebpf:"unused_sample"`
+	UseTaskWork  *ebpf.VariableSpec `ebpf:"use_task_work"`
 }
 
 // WallprofObjects contains all objects after they have been loaded into the kernel.
@@ -196,17 +219,21 @@ func (o *WallprofObjects) Close() error {
 //
 // It can be passed to LoadWallprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type WallprofMaps struct {
-	Events   *ebpf.Map `ebpf:"events"`
-	Lost     *ebpf.Map `ebpf:"lost"`
-	Pendings *ebpf.Map `ebpf:"pendings"`
-	Scratch  *ebpf.Map `ebpf:"scratch"`
-	Stash    *ebpf.Map `ebpf:"stash"`
-	Targets  *ebpf.Map `ebpf:"targets"`
-	Threads  *ebpf.Map `ebpf:"threads"`
+	Blank     *ebpf.Map `ebpf:"blank"`
+	Deferreds *ebpf.Map `ebpf:"deferreds"`
+	Events    *ebpf.Map `ebpf:"events"`
+	Lost      *ebpf.Map `ebpf:"lost"`
+	Pendings  *ebpf.Map `ebpf:"pendings"`
+	Scratch   *ebpf.Map `ebpf:"scratch"`
+	Stash     *ebpf.Map `ebpf:"stash"`
+	Targets   *ebpf.Map `ebpf:"targets"`
+	Threads   *ebpf.Map `ebpf:"threads"`
 }
 
 func (m *WallprofMaps) Close() error {
 	return _WallprofClose(
+		m.Blank,
+		m.Deferreds,
 		m.Events,
 		m.Lost,
 		m.Pendings,
@@ -226,6 +253,7 @@ type WallprofVariables struct {
 	StartNs      *ebpf.Variable `ebpf:"start_ns"`
 	UnusedExit   *ebpf.Variable `ebpf:"unused_exit"`
 	UnusedSample *ebpf.Variable `ebpf:"unused_sample"`
+	UseTaskWork  *ebpf.Variable `ebpf:"use_task_work"`
 }
 
 // WallprofPrograms contains all programs after they have been loaded into the kernel.
