@@ -1,0 +1,165 @@
+package goroutines
+
+// gplan is one goroutine being read in a round.
+type gplan struct {
+	gp      uint64
+	v       gview
+	status  Status
+	stack   int // index of its stack read in reads, -1 if none
+	mread   int // index of its m.procid read, -1 if none
+	reread  int // index of the second read of its g
+	winBase uint64
+}
+
+// readGoroutines reads the gs at the addresses in gps: each g, then (in
+// one batch) the used part of every stack, the thread id of every M and
+// each g again. Goroutines read consistently are appended to snap; the
+// addresses of the others are returned for another round.
+func (r *Reader) readGoroutines(gps []uint64, snap *Snapshot) []uint64 {
+	gs := r.layout.Offsets.GSize
+	sc := &r.scratch
+	sc.gbufA = grow(sc.gbufA, len(gps)*gs)
+	reads := sc.reads[:0]
+	for i, gp := range gps {
+		reads = append(reads, read{addr: gp, buf: sc.gbufA[i*gs : (i+1)*gs]})
+	}
+	r.mem.readAll(reads)
+
+	var retry []uint64 // rare: allocated only on an inconsistency
+	plans := make([]gplan, 0, len(gps))
+	stackBytes := 0
+	for i, gp := range gps {
+		if !reads[i].ok {
+			retry = append(retry, gp)
+			continue
+		}
+		v := r.parseG(reads[i].buf)
+		if !plausible(v) {
+			retry = append(retry, gp)
+			continue
+		}
+		st := Status(v.status &^ scanBit)
+		if !st.exists() {
+			continue
+		}
+		p := gplan{gp: gp, v: v, status: st, stack: -1, mread: -1}
+		if st.hasStack() {
+			if v.sp < v.lo || v.sp >= v.hi || (v.bp != 0 && (v.bp < v.sp || v.bp >= v.hi)) {
+				retry = append(retry, gp)
+				continue
+			}
+			stackBytes += int(min(v.hi-v.sp, uint64(r.maxStack)))
+		}
+		plans = append(plans, p)
+	}
+
+	// Second batch: stacks, M thread ids, then every g again.
+	sc.stacks = grow(sc.stacks, stackBytes)
+	sc.mbufs = grow(sc.mbufs, 8*len(plans))
+	sc.gbufB = grow(sc.gbufB, len(plans)*gs)
+	reads = reads[:0]
+	off := 0
+	for i := range plans {
+		p := &plans[i]
+		if p.status.hasStack() {
+			n := int(min(p.v.hi-p.v.sp, uint64(r.maxStack)))
+			p.stack, p.winBase = len(reads), p.v.sp
+			reads = append(reads, read{addr: p.v.sp, buf: sc.stacks[off : off+n]})
+			off += n
+		}
+		if p.v.m != 0 {
+			p.mread = len(reads)
+			reads = append(reads, read{addr: p.v.m + uint64(r.layout.Offsets.MProcid), buf: sc.mbufs[i*8 : i*8+8]})
+		}
+	}
+	for i := range plans {
+		plans[i].reread = len(reads)
+		reads = append(reads, read{addr: plans[i].gp, buf: sc.gbufB[i*gs : (i+1)*gs]})
+	}
+	r.mem.readAll(reads)
+	sc.reads = reads
+
+	for i := range plans {
+		p := &plans[i]
+		g, ok := r.finish(p, reads)
+		if !ok {
+			retry = append(retry, p.gp)
+			continue
+		}
+		snap.Goroutines = append(snap.Goroutines, g)
+	}
+	return retry
+}
+
+// finish validates a goroutine read by readGoroutines and builds its
+// Goroutine.
+func (r *Reader) finish(p *gplan, reads []read) (Goroutine, bool) {
+	if !reads[p.reread].ok || !sameG(p.v, r.parseG(reads[p.reread].buf)) {
+		return Goroutine{}, false
+	}
+	g := Goroutine{
+		ID: p.v.goid, ParentID: p.v.parent, Status: p.status,
+		GoPC: p.v.gopc, StartPC: p.v.startpc, Addr: p.gp,
+		System: r.isSystem(p.v.startpc),
+	}
+	if p.status == Waiting {
+		g.WaitReason = r.layout.WaitReason(uint8(p.v.wait))
+	}
+	if p.mread >= 0 {
+		if !reads[p.mread].ok {
+			return Goroutine{}, false
+		}
+		g.TID = int(word(reads[p.mread].buf, 0))
+	}
+	if p.stack >= 0 {
+		if !reads[p.stack].ok {
+			return Goroutine{}, false
+		}
+		var ok bool
+		g.Stack, g.Truncated, ok = unwind(reads[p.stack].buf, p.winBase, p.v.hi, p.v.pc, p.v.bp, r.maxDepth)
+		if !ok {
+			return Goroutine{}, false
+		}
+	}
+	return g, true
+}
+
+// unwind follows the frame-pointer chain from (pc, bp) through win, the
+// stack memory from base, on a stack that ends at hi. Frame pointers must
+// increase strictly and stay in the stack; the chain ends at a zero frame
+// pointer. truncated reports a stop at maxDepth or at the end of win
+// before hi; ok is false if the chain is broken (a torn read).
+func unwind(win []byte, base, hi, pc, bp uint64, maxDepth int) (stack []uint64, truncated, ok bool) {
+	stack = make([]uint64, 0, 16)
+	stack = append(stack, pc)
+	end := base + uint64(len(win))
+	for len(stack) < maxDepth {
+		if bp == 0 {
+			return stack, false, true
+		}
+		if bp < base || bp+16 > hi {
+			return stack, false, false
+		}
+		if bp+16 > end {
+			return stack, true, true // beyond the bytes read (maxStack)
+		}
+		next, ret := word(win, int(bp-base)), word(win, int(bp-base)+8)
+		if ret == 0 {
+			return stack, false, true
+		}
+		stack = append(stack, ret)
+		if next != 0 && next <= bp {
+			return stack, false, false
+		}
+		bp = next
+	}
+	return stack, bp != 0, true
+}
+
+// grow returns b with length n, reallocating if its capacity is short.
+func grow(b []byte, n int) []byte {
+	if cap(b) < n {
+		return make([]byte, n, n+n/4)
+	}
+	return b[:n]
+}

@@ -1,0 +1,198 @@
+// Package goroutines reads the goroutine table of a running Go program from
+// outside: each goroutine's id, state, wait reason, creation site, thread
+// and (for goroutines that are not running) stack.
+//
+// Contract:
+//   - The target is never stopped, ptrace-attached or written to. Memory
+//     is read with process_vm_readv(2), or pread(2) on /proc/PID/mem where
+//     that is not allowed; both need the right to ptrace the target (root
+//     or CAP_SYS_PTRACE), but neither stops it.
+//   - Reads race with the running target. Every goroutine is read twice
+//     (its g before and after its stack) and kept only if the two agree and
+//     its stack unwinds within its bounds; otherwise it is read again, up to
+//     a bounded number of times, and then dropped and counted in
+//     Snapshot.Dropped. Nothing is dropped silently.
+//   - Supported: linux/amd64 executables built by Go 1.20 through 1.26,
+//     stripped or not, position-dependent or PIE. Anything else is a
+//     one-sentence error from Open (ErrNotGo, rtlayout.ErrUnsupportedVersion,
+//     ErrUnsupportedArch).
+//   - Addresses in a Snapshot (PCs, stacks) are the target's runtime
+//     addresses; subtract Reader.LoadBias to look them up in Reader.Table.
+//   - A Reader is not safe for concurrent use.
+package goroutines
+
+import (
+	"bufio"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/wallprof/wallprof/internal/goruntime/rtlayout"
+	"github.com/wallprof/wallprof/internal/symbolize/gopclntab"
+)
+
+// ErrNotGo is returned (wrapped) by Open when the target is not a Go
+// program.
+var ErrNotGo = errors.New("not a Go program")
+
+// ErrUnsupportedArch is returned (wrapped) by Open for an executable that
+// is not amd64.
+var ErrUnsupportedArch = errors.New("unsupported architecture")
+
+// Reader reads the goroutines of one process.
+type Reader struct {
+	pid       int
+	version   string
+	layout    rtlayout.Layout
+	allgs     uint64 // runtime address of runtime.allgs
+	allgsHow  string
+	bias      uint64
+	table     *gopclntab.Table
+	mem       memory
+	system    map[uint64]bool // startpc (link-time) -> is a runtime goroutine
+	maxRetry  int
+	maxDepth  int
+	maxStack  int
+	scratch   scratch
+	snapshots int
+}
+
+// Open prepares to read the goroutines of process pid. It reads the
+// executable through /proc/PID/exe (which also works for processes in other
+// mount namespaces) and the load address from /proc/PID/maps.
+func Open(pid int) (*Reader, error) {
+	exe := fmt.Sprintf("/proc/%d/exe", pid)
+	raw, err := os.Open(exe)
+	if err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			return nil, fmt.Errorf("open executable of process %d: %w (run as root or with CAP_SYS_PTRACE)", pid, err)
+		}
+		return nil, fmt.Errorf("open executable of process %d: %w", pid, err)
+	}
+	defer raw.Close()
+	f, err := elf.NewFile(raw)
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w: executable is not ELF: %v", pid, ErrNotGo, err)
+	}
+	if f.Machine != elf.EM_X86_64 {
+		return nil, fmt.Errorf("process %d: %w: %s (only amd64 is supported)", pid, ErrUnsupportedArch, f.Machine)
+	}
+	version, err := rtlayout.GoVersion(raw)
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w (%v)", pid, ErrNotGo, err)
+	}
+	layout, err := rtlayout.Load(f, version)
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w", pid, err)
+	}
+	table, err := gopclntab.Open(f)
+	if err != nil {
+		return nil, fmt.Errorf("process %d: read .gopclntab: %w", pid, err)
+	}
+	allgs, how, err := rtlayout.FindAllgs(f, table)
+	if err != nil {
+		return nil, fmt.Errorf("process %d (%s): %w", pid, version, err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(raw.Fd()), &st); err != nil {
+		return nil, fmt.Errorf("stat executable of process %d: %w", pid, err)
+	}
+	bias, err := loadBias(pid, f, st.Ino)
+	if err != nil {
+		return nil, err
+	}
+	mem, err := openMemory(pid, allgs+bias)
+	if err != nil {
+		return nil, err
+	}
+	return &Reader{
+		pid: pid, version: version, layout: layout, table: table,
+		allgs: allgs + bias, allgsHow: how, bias: bias, mem: mem,
+		system:   make(map[uint64]bool),
+		maxRetry: 3, maxDepth: 512, maxStack: 256 << 10,
+	}, nil
+}
+
+// Close releases the Reader's resources.
+func (r *Reader) Close() error { return r.mem.close() }
+
+// GoVersion returns the Go version that built the target ("go1.22.12").
+func (r *Reader) GoVersion() string { return r.version }
+
+// Layout returns the runtime layout in use.
+func (r *Reader) Layout() rtlayout.Layout { return r.layout }
+
+// AllgsSource says how the address of runtime.allgs was found.
+func (r *Reader) AllgsSource() string { return r.allgsHow }
+
+// LoadBias returns the difference between the target's runtime addresses
+// and the executable's link-time addresses (0 unless it is PIE).
+func (r *Reader) LoadBias() uint64 { return r.bias }
+
+// Table returns the target's function table, for symbolizing PCs (minus
+// LoadBias).
+func (r *Reader) Table() *gopclntab.Table { return r.table }
+
+// Syscalls returns the number of memory-reading system calls made so far.
+func (r *Reader) Syscalls() int { return r.mem.syscalls() }
+
+// loadBias returns the load bias of the executable f (inode ino) in pid:
+// zero for a position-dependent executable; for PIE, the start of its
+// mapping at file offset 0 minus the page-aligned address of its first
+// PT_LOAD segment.
+func loadBias(pid int, f *elf.File, ino uint64) (uint64, error) {
+	if f.Type != elf.ET_DYN {
+		return 0, nil
+	}
+	var first *elf.Prog
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD {
+			first = p
+			break
+		}
+	}
+	if first == nil {
+		return 0, fmt.Errorf("process %d: executable has no PT_LOAD segment", pid)
+	}
+	start, err := mappingStart(pid, ino)
+	if err != nil {
+		return 0, err
+	}
+	if first.Off >= 0x1000 {
+		return 0, fmt.Errorf("process %d: first PT_LOAD segment at file offset %#x, expected 0", pid, first.Off)
+	}
+	return start - first.Vaddr&^0xfff, nil
+}
+
+// mappingStart returns the start of the mapping at offset 0 of inode ino
+// in /proc/PID/maps.
+func mappingStart(pid int, ino uint64) (uint64, error) {
+	path := fmt.Sprintf("/proc/%d/maps", pid)
+	fh, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", path, err)
+	}
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		// start-end perms offset dev inode path
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 || fields[2] != "00000000" || fields[4] != strconv.FormatUint(ino, 10) {
+			continue
+		}
+		lo, _, _ := strings.Cut(fields[0], "-")
+		start, err := strconv.ParseUint(lo, 16, 64)
+		if err != nil {
+			return 0, fmt.Errorf("parse %s: %w", path, err)
+		}
+		return start, nil
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("read %s: %w", path, err)
+	}
+	return 0, fmt.Errorf("process %d: executable (inode %d) not found in %s", pid, ino, path)
+}

@@ -1,0 +1,172 @@
+package goroutines
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Goroutine is one live goroutine of the target.
+type Goroutine struct {
+	ID       uint64 // goid
+	ParentID uint64 // goid of the creator (Go 1.21+; 0 when unknown)
+	Status   Status
+	// WaitReason is the runtime's wait reason ("chan receive", "IO wait",
+	// "sync.Mutex.Lock", ...) when Status is Waiting, else "".
+	WaitReason string
+	// GoPC is the return address of the go statement that created the
+	// goroutine (look up GoPC-1 to name the creating function); StartPC is
+	// the entry of the goroutine's function.
+	GoPC, StartPC uint64
+	// TID is the thread id of the M the goroutine is on (running, in a
+	// system call, or locked to a thread), 0 if none.
+	TID int
+	// Stack holds return addresses, innermost first, unwound with frame
+	// pointers from the registers the goroutine saved when it stopped
+	// running (look up pc-1 to name the calling line). It is nil for a
+	// running goroutine: its saved registers are stale, so its stack must
+	// come from on-CPU samples of thread TID.
+	Stack []uint64
+	// Truncated is set when Stack stopped at the depth limit or the
+	// stack-read limit rather than at the goroutine's first frame.
+	Truncated bool
+	// System marks runtime-internal goroutines (entry function in package
+	// runtime, other than runtime.main), as runtime.Stack hides them.
+	System bool
+	Addr   uint64 // address of its runtime.g
+}
+
+// Snapshot is the goroutine table at one moment.
+type Snapshot struct {
+	Time       time.Time
+	Goroutines []Goroutine // live goroutines in allgs order
+	// Dropped counts goroutines whose reads stayed inconsistent (the
+	// goroutine changed while it was read, or its stack did not unwind
+	// within bounds) after every retry; they are not in Goroutines.
+	Dropped int
+	// Retried counts goroutine reads repeated because of an inconsistency.
+	Retried int
+	// AllGs is the length of runtime.allgs (dead goroutines included).
+	AllGs int
+}
+
+// maxAllgs bounds len(allgs) so a torn read cannot make us allocate
+// gigabytes.
+const maxAllgs = 1 << 22
+
+// scratch holds buffers reused between snapshots.
+type scratch struct {
+	reads   []read
+	gbufA   []byte
+	gbufB   []byte
+	stacks  []byte
+	mbufs   []byte
+	pending []uint64
+}
+
+// Snapshot reads the goroutine table once.
+func (r *Reader) Snapshot() (Snapshot, error) {
+	snap := Snapshot{Time: time.Now()}
+	gps, err := r.readAllgs()
+	if err != nil {
+		return snap, err
+	}
+	snap.AllGs = len(gps)
+	pending := append(r.scratch.pending[:0], gps...)
+	for attempt := 0; len(pending) > 0; attempt++ {
+		if attempt > r.maxRetry {
+			snap.Dropped += len(pending)
+			break
+		}
+		if attempt > 0 {
+			snap.Retried += len(pending)
+		}
+		pending = r.readGoroutines(pending, &snap)
+	}
+	r.scratch.pending = pending[:0]
+	r.snapshots++
+	return snap, nil
+}
+
+// readAllgs returns the g pointers in runtime.allgs.
+func (r *Reader) readAllgs() ([]uint64, error) {
+	var hdr [24]byte
+	rs := []read{{addr: r.allgs, buf: hdr[:]}}
+	r.mem.readAll(rs)
+	if !rs[0].ok {
+		return nil, fmt.Errorf("read runtime.allgs of process %d at %#x: process gone or not readable", r.pid, r.allgs)
+	}
+	ptr, n, c := word(hdr[:], 0), word(hdr[:], 8), word(hdr[:], 16)
+	if n == 0 {
+		return nil, nil
+	}
+	if n > maxAllgs || n > c || ptr == 0 {
+		return nil, fmt.Errorf("process %d: implausible runtime.allgs {%#x, %d, %d}", r.pid, ptr, n, c)
+	}
+	buf := make([]byte, n*8)
+	rs[0] = read{addr: ptr, buf: buf}
+	r.mem.readAll(rs)
+	if !rs[0].ok {
+		return nil, fmt.Errorf("process %d: read %d entries of runtime.allgs at %#x failed", r.pid, n, ptr)
+	}
+	gps := make([]uint64, 0, n)
+	for i := 0; i < int(n); i++ {
+		if gp := word(buf, i*8); gp != 0 {
+			gps = append(gps, gp)
+		}
+	}
+	return gps, nil
+}
+
+// gview is the part of a runtime.g that the reader uses.
+type gview struct {
+	goid, parent, status, wait  uint64
+	lo, hi, sp, pc, bp, m, gopc uint64
+	startpc                     uint64
+}
+
+func (r *Reader) parseG(b []byte) gview {
+	o := r.layout.Offsets
+	v := gview{
+		goid:    word(b, o.GGoid),
+		status:  word(b, o.GAtomicstatus) & 0xffffffff,
+		wait:    uint64(b[o.GWaitreason]),
+		lo:      word(b, o.GStackLo),
+		hi:      word(b, o.GStackHi),
+		sp:      word(b, o.GSchedSP),
+		pc:      word(b, o.GSchedPC),
+		bp:      word(b, o.GSchedBP),
+		m:       word(b, o.GM),
+		gopc:    word(b, o.GGopc),
+		startpc: word(b, o.GStartpc),
+	}
+	if o.GParentGoid >= 0 {
+		v.parent = word(b, o.GParentGoid)
+	}
+	return v
+}
+
+// sameG reports whether two reads of a g agree on what the snapshot uses.
+func sameG(a, b gview) bool {
+	return a.goid == b.goid && a.status == b.status && a.sp == b.sp && a.pc == b.pc &&
+		a.bp == b.bp && a.m == b.m && a.lo == b.lo && a.hi == b.hi && a.wait == b.wait
+}
+
+// plausible rejects a g that cannot be a real one (torn or stale read).
+func plausible(v gview) bool {
+	st := Status(v.status &^ scanBit)
+	return v.status&^scanBit <= uint64(DeadExtra) && v.status&scanBit == v.status&^0xfff &&
+		(!st.exists() || (v.lo < v.hi && v.hi-v.lo <= 1<<30))
+}
+
+// isSystem reports whether the goroutine function at startpc is a runtime
+// goroutine, caching the answer.
+func (r *Reader) isSystem(startpc uint64) bool {
+	if sys, ok := r.system[startpc]; ok {
+		return sys
+	}
+	_, _, name, ok := r.table.FuncRange(startpc - r.bias)
+	sys := ok && strings.HasPrefix(name, "runtime.") && name != "runtime.main" && name != "runtime.handleAsyncEvent"
+	r.system[startpc] = sys
+	return sys
+}

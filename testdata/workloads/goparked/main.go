@@ -1,0 +1,249 @@
+// Command goparked is the workload of the goroutine-reader tests
+// (internal/goruntime/goroutines). It starts goroutines that block in known
+// ways, each in its own function and each started by its own creator
+// function, so a test reading the goroutine table from outside can check
+// the wait reason, the stack and the creation site of every one:
+//
+//	goroutine entry        started by          blocks in
+//	main.waitOnChan        main.spawnChanRecv  channel receive
+//	main.sendOnChan        main.spawnChanSend  channel send
+//	main.waitInSelect      main.spawnSelect    select on two channels
+//	main.sleepLong         main.spawnSleep     time.Sleep(1h)
+//	main.lockMutex         main.spawnMutex     sync.Mutex.Lock (main holds it)
+//	main.waitGroup         main.spawnWaitGroup sync.WaitGroup.Wait
+//	main.readPipe          main.spawnPipe      read of an os.Pipe (IO wait)
+//	main.acceptConn        main.spawnAccept    TCP Accept (IO wait)
+//	main.deepWait          main.spawnDeep      channel receive under 40 frames of main.recurse
+//	main.labeledWait       main.spawnLabeled   channel receive inside pprof.Do(worker=labeled)
+//	main.spin              main.spawnSpin      nothing: computes forever
+//	main.parkedMany        main.spawnMany      channel receive (-n of them, default 0)
+//
+// It prints "ready" once all of them have been started and have had time
+// to block, then serves stdin: for every line read it answers
+// "alive woken=W spins=S", where W counts blocked goroutines that woke up
+// (always 0 unless something disturbed the process) and S is the spin
+// counter (it grows while the process runs). It exits when stdin closes.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"runtime/pprof"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+var (
+	woken   int64 // atomic
+	spins   int64 // atomic
+	started sync.WaitGroup
+	never   = make(chan int) // nobody ever sends on these channels
+	never2  = make(chan int) // main.sendOnChan sends on it; nobody receives
+	never3  = make(chan int)
+	never4  = make(chan int)
+	mu      sync.Mutex
+	wg      sync.WaitGroup
+)
+
+func main() {
+	many := flag.Int("n", 0, "extra goroutines parked on a channel receive")
+	flag.Parse()
+	mu.Lock() // held forever: main.lockMutex blocks on it
+	wg.Add(1) // never Done: main.waitGroup blocks on it
+
+	spawnChanRecv()
+	spawnChanSend()
+	spawnSelect()
+	spawnSleep()
+	spawnMutex()
+	spawnWaitGroup()
+	w := spawnPipe()
+	ln := spawnAccept()
+	spawnDeep()
+	spawnLabeled()
+	spawnSpin()
+	spawnMany(*many)
+	started.Wait()
+	time.Sleep(200 * time.Millisecond) // let the last ones reach their park
+	fmt.Println("ready")
+
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		fmt.Printf("alive woken=%d spins=%d\n", atomic.LoadInt64(&woken), atomic.LoadInt64(&spins))
+	}
+	w.Close()
+	ln.Close()
+}
+
+//go:noinline
+func spawnChanRecv() { started.Add(1); go waitOnChan() }
+
+//go:noinline
+func waitOnChan() {
+	started.Done()
+	<-never
+	atomic.AddInt64(&woken, 1)
+}
+
+//go:noinline
+func spawnChanSend() { started.Add(1); go sendOnChan() }
+
+//go:noinline
+func sendOnChan() {
+	started.Done()
+	never2 <- 1
+	atomic.AddInt64(&woken, 1)
+}
+
+//go:noinline
+func spawnSelect() { started.Add(1); go waitInSelect() }
+
+//go:noinline
+func waitInSelect() {
+	started.Done()
+	select {
+	case <-never3:
+	case <-never4:
+	}
+	atomic.AddInt64(&woken, 1)
+}
+
+//go:noinline
+func spawnSleep() { started.Add(1); go sleepLong() }
+
+//go:noinline
+func sleepLong() {
+	started.Done()
+	time.Sleep(time.Hour)
+	atomic.AddInt64(&woken, 1)
+}
+
+//go:noinline
+func spawnMutex() { started.Add(1); go lockMutex() }
+
+//go:noinline
+func lockMutex() {
+	started.Done()
+	mu.Lock()
+	atomic.AddInt64(&woken, 1)
+}
+
+//go:noinline
+func spawnWaitGroup() { started.Add(1); go waitGroup() }
+
+//go:noinline
+func waitGroup() {
+	started.Done()
+	wg.Wait()
+	atomic.AddInt64(&woken, 1)
+}
+
+//go:noinline
+func spawnPipe() *os.File {
+	r, w, err := os.Pipe()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "goparked:", err)
+		os.Exit(1)
+	}
+	started.Add(1)
+	go readPipe(r)
+	return w
+}
+
+//go:noinline
+func readPipe(r *os.File) {
+	started.Done()
+	var b [1]byte
+	r.Read(b[:])
+	atomic.AddInt64(&woken, 1)
+}
+
+//go:noinline
+func spawnAccept() net.Listener {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "goparked:", err)
+		os.Exit(1)
+	}
+	started.Add(1)
+	go acceptConn(ln)
+	return ln
+}
+
+//go:noinline
+func acceptConn(ln net.Listener) {
+	started.Done()
+	if c, err := ln.Accept(); err == nil {
+		c.Close()
+		atomic.AddInt64(&woken, 1)
+	}
+}
+
+//go:noinline
+func spawnDeep() { started.Add(1); go deepWait() }
+
+//go:noinline
+func deepWait() {
+	started.Done()
+	recurse(40)
+}
+
+//go:noinline
+func recurse(n int) int {
+	if n == 0 {
+		<-never
+		atomic.AddInt64(&woken, 1)
+		return 0
+	}
+	return recurse(n-1) + 1
+}
+
+//go:noinline
+func spawnLabeled() { started.Add(1); go labeledWait() }
+
+//go:noinline
+func labeledWait() {
+	pprof.Do(context.Background(), pprof.Labels("worker", "labeled"), func(context.Context) {
+		started.Done()
+		<-never
+		atomic.AddInt64(&woken, 1)
+	})
+}
+
+//go:noinline
+func spawnSpin() { started.Add(1); go spin() }
+
+//go:noinline
+func spin() {
+	started.Done()
+	x := uint64(1)
+	for {
+		for i := 0; i < 1000000; i++ {
+			x = x*6364136223846793005 + 1442695040888963407
+		}
+		if x == 0 {
+			fmt.Println(x)
+		}
+		atomic.AddInt64(&spins, 1)
+	}
+}
+
+//go:noinline
+func spawnMany(n int) {
+	for i := 0; i < n; i++ {
+		started.Add(1)
+		go parkedMany()
+	}
+}
+
+//go:noinline
+func parkedMany() {
+	started.Done()
+	<-never
+	atomic.AddInt64(&woken, 1)
+}
