@@ -112,6 +112,8 @@ const (
 	WallprofProgOnSysExit   = "on_sys_exit"
 	WallprofProgOnWakeup    = "on_wakeup"
 	WallprofProgOnWakeupNew = "on_wakeup_new"
+	WallprofVarClockCal     = "clock_cal"
+	WallprofVarClockOff     = "clock_off"
 	WallprofVarFollowForks  = "follow_forks"
 	WallprofVarPeriodNs     = "period_ns"
 	WallprofVarStartNs      = "start_ns"
@@ -191,6 +193,8 @@ type WallprofMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type WallprofVariableSpecs struct {
+	ClockCal     *ebpf.VariableSpec `ebpf:"clock_cal"`
+	ClockOff     *ebpf.VariableSpec `ebpf:"clock_off"`
 	FollowForks  *ebpf.VariableSpec `ebpf:"follow_forks"`
 	PeriodNs     *ebpf.VariableSpec `ebpf:"period_ns"`
 	StartNs      *ebpf.VariableSpec `ebpf:"start_ns"`
@@ -248,6 +252,8 @@ func (m *WallprofMaps) Close() error {
 //
 // It can be passed to LoadWallprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type WallprofVariables struct {
+	ClockCal     *ebpf.Variable `ebpf:"clock_cal"`
+	ClockOff     *ebpf.Variable `ebpf:"clock_off"`
 	FollowForks  *ebpf.Variable `ebpf:"follow_forks"`
 	PeriodNs     *ebpf.Variable `ebpf:"period_ns"`
 	StartNs      *ebpf.Variable `ebpf:"start_ns"`

@@ -23,8 +23,17 @@ struct thread_info {
 	unsigned int cpu;
 };
 
+struct rq {
+	__u64 clock;
+};
+
+struct cfs_rq {
+	struct rq *rq; /* CONFIG_FAIR_GROUP_SCHED */
+};
+
 struct sched_entity {
 	__u64 sum_exec_runtime;
+	struct cfs_rq *cfs_rq; /* CONFIG_FAIR_GROUP_SCHED */
 };
 
 struct task_struct {
