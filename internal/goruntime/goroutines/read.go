@@ -3,7 +3,8 @@ package goroutines
 // gplan is one goroutine being read in a round.
 type gplan struct {
 	gp      uint64
-	v       gview
+	first   gview // as read
+	v       gview // with bp derived where the runtime did not save it
 	status  Status
 	stack   int // index of its stack read in reads, -1 if none
 	mread   int // index of its m.procid read, -1 if none
@@ -42,9 +43,12 @@ func (r *Reader) readGoroutines(gps []uint64, snap *Snapshot) []uint64 {
 		if !st.exists() {
 			continue
 		}
-		p := gplan{gp: gp, v: v, status: st, stack: -1, mread: -1}
+		p := gplan{gp: gp, v: v, first: v, status: st, stack: -1, mread: -1}
+		if st == Syscall && !r.layout.SyscallSavesBP() {
+			p.v.bp = r.frameBP(v.pc, v.sp)
+		}
 		if st.hasStack() {
-			if v.sp < v.lo || v.sp >= v.hi || (v.bp != 0 && (v.bp < v.sp || v.bp >= v.hi)) {
+			if v := p.v; v.sp < v.lo || v.sp >= v.hi || (v.bp != 0 && (v.bp < v.sp || v.bp >= v.hi)) {
 				retry = append(retry, gp)
 				continue
 			}
@@ -94,7 +98,7 @@ func (r *Reader) readGoroutines(gps []uint64, snap *Snapshot) []uint64 {
 // finish validates a goroutine read by readGoroutines and builds its
 // Goroutine.
 func (r *Reader) finish(p *gplan, reads []read) (Goroutine, bool) {
-	if !reads[p.reread].ok || !sameG(p.v, r.parseG(reads[p.reread].buf)) {
+	if !reads[p.reread].ok || !sameG(p.first, r.parseG(reads[p.reread].buf)) {
 		return Goroutine{}, false
 	}
 	g := Goroutine{
@@ -154,6 +158,21 @@ func unwind(win []byte, base, hi, pc, bp uint64, maxDepth int) (stack []uint64, 
 		bp = next
 	}
 	return stack, bp != 0, true
+}
+
+// frameBP returns the frame pointer of the frame that is at pc with stack
+// pointer sp: the pcsp table gives how much the function pushed below its
+// return address, and the frame pointer was pushed last. It returns 0 (end
+// of the chain) for a function without a frame.
+func (r *Reader) frameBP(pc, sp uint64) uint64 {
+	if r.table == nil {
+		return 0
+	}
+	d, ok := r.table.SPDelta(pc - r.bias)
+	if !ok || d < 16 {
+		return 0
+	}
+	return sp + uint64(d) - 8
 }
 
 // grow returns b with length n, reallocating if its capacity is short.

@@ -165,6 +165,9 @@ func (r *Reader) isSystem(startpc uint64) bool {
 	if sys, ok := r.system[startpc]; ok {
 		return sys
 	}
+	if r.table == nil {
+		return false
+	}
 	_, _, name, ok := r.table.FuncRange(startpc - r.bias)
 	sys := ok && strings.HasPrefix(name, "runtime.") && name != "runtime.main" && name != "runtime.handleAsyncEvent"
 	r.system[startpc] = sys

@@ -261,3 +261,12 @@ func underlying(t dwarf.Type) dwarf.Type {
 		t = td.Type
 	}
 }
+
+// SyscallSavesBP reports whether the runtime saves the frame pointer in
+// g.sched when a goroutine enters a system call: runtime.save takes
+// (pc, sp, bp) from Go 1.23 on, (pc, sp) before, leaving g.sched.bp stale
+// for a goroutine in _Gsyscall (runtime/proc.go, reentersyscall).
+func (l Layout) SyscallSavesBP() bool {
+	n, err := strconv.Atoi(strings.TrimPrefix(l.Version, "go1."))
+	return err == nil && n >= 23
+}

@@ -1,0 +1,310 @@
+package goroutines
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wallprof/wallprof/internal/goruntime/rtlayout"
+	"github.com/wallprof/wallprof/internal/groundtruth"
+)
+
+// expectation is one goroutine goparked starts: the function it blocks in,
+// the function that started it and the wait reasons it may show (older
+// runtimes report sync.WaitGroup.Wait as semacquire).
+type expectation struct {
+	fn, creator string
+	reasons     []string
+}
+
+var expected = []expectation{
+	{"main.waitOnChan", "main.spawnChanRecv", []string{"chan receive"}},
+	{"main.sendOnChan", "main.spawnChanSend", []string{"chan send"}},
+	{"main.waitInSelect", "main.spawnSelect", []string{"select"}},
+	{"main.sleepLong", "main.spawnSleep", []string{"sleep"}},
+	{"main.lockMutex", "main.spawnMutex", []string{"sync.Mutex.Lock"}},
+	{"main.waitGroup", "main.spawnWaitGroup", []string{"sync.WaitGroup.Wait", "semacquire"}},
+	{"main.readPipe", "main.spawnPipe", []string{"IO wait"}},
+	{"main.acceptConn", "main.spawnAccept", []string{"IO wait"}},
+	{"main.deepWait", "main.spawnDeep", []string{"chan receive"}},
+	{"main.labeledWait", "main.spawnLabeled", []string{"chan receive"}},
+}
+
+// build is one way of building goparked.
+type build struct {
+	name      string
+	toolchain string // "" for the local one
+	stripped  bool
+	pie       bool
+}
+
+// builds returns the builds to test: the local toolchain plain, stripped
+// and PIE, and every older toolchain of the tables found in the module
+// cache, stripped (go1.20.14 also plain).
+func builds(t *testing.T) []build {
+	bs := []build{{"local", "", false, false}, {"local-stripped", "", true, false}, {"local-pie", "", false, true}}
+	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		t.Fatalf("go env GOMODCACHE: %v", err)
+	}
+	cache := strings.TrimSpace(string(out))
+	for _, v := range []string{"go1.20.14", "go1.21.13", "go1.22.12", "go1.23.12", "go1.24.13", "go1.25.14"} {
+		if _, err := os.Stat(filepath.Join(cache, "golang.org", "toolchain@v0.0.1-"+v+".linux-amd64")); err != nil {
+			t.Logf("%s not in the module cache: not tested", v)
+			continue
+		}
+		bs = append(bs, build{v + "-stripped", v, true, false})
+		if v == "go1.20.14" {
+			bs = append(bs, build{v, v, false, false})
+		}
+	}
+	return bs
+}
+
+func (b build) binary(t *testing.T) string {
+	dir := groundtruth.WorkloadDir(t, "goparked")
+	if !b.pie {
+		return groundtruth.BuildGo(t, dir, b.stripped, b.toolchain)
+	}
+	out := filepath.Join(t.TempDir(), "goparked-pie")
+	cmd := exec.Command("go", "build", "-buildmode=pie", "-o", out, ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0")
+	if o, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build PIE: %v\n%s", err, o)
+	}
+	return out
+}
+
+// TestReadGoparked reads the goroutine table of goparked, built in several
+// ways, from outside and checks every goroutine it started.
+func TestReadGoparked(t *testing.T) {
+	requireRoot(t)
+	for _, b := range builds(t) {
+		t.Run(b.name, func(t *testing.T) {
+			w := startWorkload(t, b.binary(t))
+			woken0, spins0 := w.alive(t)
+			r, err := Open(w.cmd.Process.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if b.stripped != strings.HasPrefix(r.AllgsSource(), "code") {
+				t.Errorf("allgs found through %q", r.AllgsSource())
+			}
+			if b.pie == (r.LoadBias() == 0) {
+				t.Errorf("load bias %#x (PIE: %v)", r.LoadBias(), b.pie)
+			}
+			snap := snapshotUntilFound(t, r)
+			checkExpected(t, r, snap)
+			checkMainAndSpin(t, r, snap, w.cmd.Process.Pid)
+
+			// The target still runs, made progress, and none of its
+			// blocked goroutines was woken.
+			if st := procState(t, w.cmd.Process.Pid); st == "T" || st == "t" {
+				t.Errorf("target is stopped (state %s)", st)
+			}
+			woken, spins := w.alive(t)
+			for deadline := time.Now().Add(2 * time.Second); spins <= spins0 && time.Now().Before(deadline); {
+				time.Sleep(20 * time.Millisecond)
+				woken, spins = w.alive(t)
+			}
+			if woken != woken0 || woken != 0 {
+				t.Errorf("%d blocked goroutines woke up", woken)
+			}
+			if spins <= spins0 {
+				t.Errorf("target made no progress in 2s: spins %d then %d", spins0, spins)
+			}
+		})
+	}
+}
+
+// snapshotUntilFound takes snapshots until every expected goroutine is in
+// one (they all are parked long before "ready", but a goroutine caught
+// changing is dropped from a snapshot), for at most 5 seconds.
+func snapshotUntilFound(t *testing.T, r *Reader) Snapshot {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		snap, err := r.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		missing := 0
+		for _, e := range expected {
+			if len(withFrame(r, snap, e.fn)) != 1 {
+				missing++
+			}
+		}
+		if missing == 0 || time.Now().After(deadline) {
+			t.Logf("%s, allgs via %s: %d goroutines of %d allgs, %d dropped, %d retried",
+				r.GoVersion(), r.AllgsSource(), len(snap.Goroutines), snap.AllGs, snap.Dropped, snap.Retried)
+			return snap
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// frames returns the function names of a goroutine's stack, inlined
+// frames included.
+func frames(r *Reader, g Goroutine) []string {
+	var names []string
+	for _, pc := range g.Stack {
+		for _, f := range r.Table().Lookup(pc - 1 - r.LoadBias()) {
+			names = append(names, f.Function)
+		}
+	}
+	return names
+}
+
+func funcName(r *Reader, pc uint64) string {
+	_, _, name, _ := r.Table().FuncRange(pc - r.LoadBias())
+	return name
+}
+
+// withFrame returns the goroutines whose stack has a frame of fn.
+func withFrame(r *Reader, snap Snapshot, fn string) []Goroutine {
+	var gs []Goroutine
+	for _, g := range snap.Goroutines {
+		if slices.Contains(frames(r, g), fn) {
+			gs = append(gs, g)
+		}
+	}
+	return gs
+}
+
+func checkExpected(t *testing.T, r *Reader, snap Snapshot) {
+	t.Helper()
+	hasParent := rtlayout.Minor(r.GoVersion()) != "go1.20"
+	for _, e := range expected {
+		gs := withFrame(r, snap, e.fn)
+		if len(gs) != 1 {
+			t.Errorf("%s: %d goroutines with it on the stack, want 1", e.fn, len(gs))
+			continue
+		}
+		g := gs[0]
+		desc := fmt.Sprintf("%s (goroutine %d, %s %q, stack %q)", e.fn, g.ID, g.Status, g.WaitReason, frames(r, g))
+		if g.Status != Waiting || !slices.Contains(e.reasons, g.WaitReason) {
+			t.Errorf("%s: want waiting on one of %q", desc, e.reasons)
+		}
+		if creator := funcName(r, g.GoPC-1); creator != e.creator {
+			t.Errorf("%s: created at %#x in %q, want %s", desc, g.GoPC, creator, e.creator)
+		}
+		// A goroutine whose call has arguments starts in a wrapper:
+		// creator.gowrapN (Go 1.22+) or creator.funcN.
+		if start := funcName(r, g.StartPC); start != e.fn && !strings.HasPrefix(start, e.creator+".") {
+			t.Errorf("%s: starts at %q", desc, start)
+		}
+		if fs := frames(r, g); fs[0] != "runtime.gopark" || fs[len(fs)-1] != "runtime.goexit" {
+			t.Errorf("%s: stack does not run from runtime.gopark to runtime.goexit", desc)
+		}
+		if g.System || g.Truncated || g.TID != 0 || g.ID == 0 {
+			t.Errorf("%s: system=%v truncated=%v tid=%d", desc, g.System, g.Truncated, g.TID)
+		}
+		if hasParent && g.ParentID != 1 {
+			t.Errorf("%s: parent goroutine %d, want 1 (main)", desc, g.ParentID)
+		}
+		if e.fn == "main.deepWait" {
+			if n := countOf(frames(r, g), "main.recurse"); n != 41 {
+				t.Errorf("%s: %d frames of main.recurse, want 41", desc, n)
+			}
+		}
+	}
+}
+
+func countOf(ss []string, s string) int {
+	n := 0
+	for _, x := range ss {
+		if x == s {
+			n++
+		}
+	}
+	return n
+}
+
+// checkMainAndSpin checks the main goroutine (reading stdin) and the one
+// computing, and that runtime goroutines are flagged.
+func checkMainAndSpin(t *testing.T, r *Reader, snap Snapshot, pid int) {
+	t.Helper()
+	var sawMain, sawSpin, sawSystem bool
+	for _, g := range snap.Goroutines {
+		start := funcName(r, g.StartPC)
+		switch {
+		case g.ID == 1:
+			sawMain = true
+			if start != "runtime.main" || g.System || !slices.Contains(frames(r, g), "main.main") {
+				t.Errorf("main goroutine: start %q system=%v stack %q", start, g.System, frames(r, g))
+			}
+			if g.Status != Syscall && g.Status != Waiting {
+				t.Errorf("main goroutine %s, want in a read of stdin", g.Status)
+			}
+		case start == "main.spin":
+			sawSpin = true
+			switch g.Status {
+			case Running:
+				if g.Stack != nil || g.TID == 0 {
+					t.Errorf("running goroutine: stack %x, thread %d", g.Stack, g.TID)
+				} else if _, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d", pid, g.TID)); err != nil {
+					t.Errorf("running goroutine on thread %d, not a thread of %d: %v", g.TID, pid, err)
+				}
+			case Runnable, Preempted:
+				if !slices.Contains(frames(r, g), "main.spin") {
+					t.Errorf("%s goroutine: stack %q", g.Status, frames(r, g))
+				}
+			default:
+				t.Errorf("computing goroutine is %s", g.Status)
+			}
+		case g.System:
+			sawSystem = true
+			if !strings.HasPrefix(start, "runtime.") {
+				t.Errorf("goroutine %d starting at %s flagged system", g.ID, start)
+			}
+		}
+	}
+	if !sawMain || !sawSystem {
+		t.Errorf("main goroutine found: %v; runtime goroutines found: %v", sawMain, sawSystem)
+	}
+	if !sawSpin {
+		t.Logf("computing goroutine not in the last snapshot (dropped while it changed state)")
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	requireRoot(t)
+	t.Run("not Go", func(t *testing.T) {
+		cmd := exec.Command("sleep", "60")
+		if err := cmd.Start(); err != nil {
+			t.Skipf("no sleep(1): %v", err)
+		}
+		defer func() { cmd.Process.Kill(); cmd.Wait() }()
+		_, err := Open(cmd.Process.Pid)
+		if !errors.Is(err, ErrNotGo) {
+			t.Errorf("Open(sleep) = %v, want ErrNotGo", err)
+		}
+	})
+	t.Run("no process", func(t *testing.T) {
+		if _, err := Open(1 << 30); err == nil || !strings.Contains(err.Error(), "process") {
+			t.Errorf("Open(no such pid) = %v", err)
+		}
+	})
+	t.Run("Go 1.18", func(t *testing.T) {
+		out, err := exec.Command("go", "env", "GOMODCACHE").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(strings.TrimSpace(string(out)), "golang.org", "toolchain@v0.0.1-go1.18.10.linux-amd64")); err != nil {
+			t.Skip("go1.18.10 not in the module cache")
+		}
+		w := startWorkload(t, groundtruth.BuildGo(t, groundtruth.WorkloadDir(t, "goparked"), true, "go1.18.10"))
+		_, err = Open(w.cmd.Process.Pid)
+		if !errors.Is(err, rtlayout.ErrUnsupportedVersion) || !strings.Contains(err.Error(), "Go 1.18 is not supported; supported: 1.20–1.26") {
+			t.Errorf("Open(go1.18 program) = %v", err)
+		}
+	})
+}
