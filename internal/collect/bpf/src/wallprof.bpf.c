@@ -459,7 +459,7 @@ static __always_inline void emit_exit(struct tstate *st, u32 tid, u64 now)
 static __always_inline bool in_syscall(void)
 {
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	long nr = (long)BPF_CORE_READ(regs, orig_ax);
+	long nr = (long)regs->orig_ax; /* a BTF pointer: a plain load */
 	return nr >= 0;
 }
 
