@@ -30,6 +30,7 @@ func runFlame(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	title := fs.String("title", "", "title above the graph (default: the profiled command)")
 	minWidth := fs.Float64("min-width", 100*flame.DefaultMinWidth, "leave out call paths narrower than this percentage of the total under every weight")
 	threads := fs.Bool("threads", false, "one root frame per thread (comm-pid/tid)")
+	icicle := fs.Bool("icicle", false, "HTML: open with the root at the top (the page can switch)")
 	focus := fs.String("focus", "", "keep only stacks with a function matching this regular expression")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `Usage: wallprof flame [flags] FILE [-o OUT]
@@ -68,7 +69,7 @@ Flags:
 	if *minWidth < 0 || *minWidth >= 100 {
 		return fail(exitUsage, "--min-width %g is out of range: give a percentage from 0 (keep everything) to below 100.", *minWidth)
 	}
-	opt := flame.Options{Title: *title, Weight: w, MinWidth: *minWidth / 100, PerThread: *threads}
+	opt := flame.Options{Title: *title, Weight: w, MinWidth: *minWidth / 100, PerThread: *threads, Icicle: *icicle}
 	if *minWidth == 0 {
 		opt.MinWidth, opt.MaxNodes = -1, -1
 	}

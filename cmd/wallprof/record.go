@@ -422,6 +422,19 @@ func (r *recording) stop(why stopReason) int {
 }
 
 func (r *recording) finish(out *output) int {
+	p := r.build()
+	if err := r.write(out, p); err != nil {
+		fmt.Fprintf(r.stderr, "wallprof record: cannot write the profile to %s: %v.\n", r.flags.output, err)
+		return exitError
+	}
+	if !r.flags.quiet {
+		r.summary(p)
+	}
+	return exitOK
+}
+
+// build symbolizes what was recorded and returns the profile.
+func (r *recording) build() *profile.Profile {
 	defer r.cache.Close()
 	kernel, err := symbolize.LoadKernel()
 	var kr collect.KernelResolver
@@ -432,14 +445,7 @@ func (r *recording) finish(out *output) int {
 	}
 	p := collect.Build(r.result, r.agg, kr, r.command)
 	p.Notes = append(p.Notes, r.notes...)
-	if err := r.write(out, p); err != nil {
-		fmt.Fprintf(r.stderr, "wallprof record: cannot write the profile to %s: %v.\n", r.flags.output, err)
-		return exitError
-	}
-	if !r.flags.quiet {
-		r.summary(p)
-	}
-	return exitOK
+	return p
 }
 
 func (r *recording) write(out *output, p *profile.Profile) error {

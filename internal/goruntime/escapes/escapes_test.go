@@ -288,3 +288,62 @@ func TestJoinSynthetic(t *testing.T) {
 		t.Errorf("user site %+v", user)
 	}
 }
+
+// A line the compiler said nothing about is explained by the runtime
+// function that allocated: an append's growth has no escape diagnostic.
+func TestJoinRuntimeReason(t *testing.T) {
+	mk := func(line int64, fns ...string) []*profile.Location {
+		var locs []*profile.Location
+		for i, fn := range fns {
+			locs = append(locs, &profile.Location{ID: uint64(i + 1), Line: []profile.Line{
+				{Function: &profile.Function{Name: fn, Filename: "/build/x/srv/h.go"}, Line: line}}})
+		}
+		return locs
+	}
+	p := &profile.Profile{SampleType: []*profile.ValueType{{Type: "alloc_objects", Unit: "count"}, {Type: "alloc_space", Unit: "bytes"}}}
+	p.Sample = []*profile.Sample{
+		{Location: mk(30, "runtime.mallocgc", "runtime.growslice", "example.com/x/srv.tokens"), Value: []int64{3, 300}},
+		{Location: mk(40, "runtime.mallocgc", "runtime.slicebytetostring", "example.com/x/srv.name"), Value: []int64{1, 100}},
+		{Location: mk(50, "example.com/x/srv.mystery"), Value: []int64{1, 10}},
+	}
+	stacks, err := Stacks(p, "alloc_space")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stacks[0].Alloc != "runtime.growslice" || len(stacks[0].Frames) != 1 {
+		t.Fatalf("stack %+v", stacks[0])
+	}
+	rep := Join(stacks, []Diagnostic{{File: "srv/h.go", Line: 99, Message: "moved to heap: z"}}, Options{Dir: "/elsewhere", Sample: "alloc_space"})
+	want := []string{
+		"append grows the slice (runtime.growslice); the compiler reports no escape for that",
+		"converting a []byte to a string copies it (runtime.slicebytetostring)",
+		"allocates here, but the compiler reported no escape on this line (is the profile from this source?)",
+	}
+	for i, s := range rep.Sites {
+		if len(s.Reasons) != 1 || s.Reasons[0] != want[i] {
+			t.Errorf("site %d %s:%d: reasons %q, want %q", i, s.File, s.Line, s.Reasons, want[i])
+		}
+	}
+}
+
+func TestIsStdFunc(t *testing.T) {
+	for fn, want := range map[string]bool{
+		"net/http.(*conn).readRequest": true, "strings.ToLower": true, "internal/poll.(*FD).Read": true,
+		"main.handler": false, "example.com/x/srv.handle": false, "github.com/a/b.F": false,
+		"command-line-arguments.f": false, "": false,
+	} {
+		if got := IsStdFunc(fn); got != want {
+			t.Errorf("IsStdFunc(%q) = %v, want %v", fn, got, want)
+		}
+	}
+}
+
+// net/http's server.go is not the analysed package's server.go.
+func TestJoinSameFileNameInStd(t *testing.T) {
+	ds := []Diagnostic{{File: "server.go", Line: 1043, Col: 2, Message: "moved to heap: x"}}
+	stacks := []Stack{{Frames: []Frame{{Func: "net/http.(*conn).readRequest", File: "/usr/local/go/src/net/http/server.go", Line: 1043}}, Bytes: 10, Objects: 1}}
+	rep := Join(stacks, ds, Options{Dir: "/elsewhere", Sample: "alloc_space"})
+	if len(rep.Sites) != 1 || rep.Sites[0].User {
+		t.Errorf("net/http's server.go matched the user's: %+v", rep.Sites)
+	}
+}

@@ -40,6 +40,7 @@ type Site struct {
 	caller  string           // for a library site: its first caller in another package
 	callees map[string]int64 // library functions called from the line, by volume
 	leaf    map[string]string
+	allocs  map[string]int64 // for allocations on the line itself: the runtime allocator, by volume
 }
 
 // Options configure Join.
@@ -93,7 +94,7 @@ func Join(stacks []Stack, diags []Diagnostic, opt Options) Report {
 func (m *matcher) add(sites map[string]*Site, st Stack, smp Sample) {
 	k, rel := -1, ""
 	for i, f := range st.Frames {
-		if r, ok := m.user(f.File); ok {
+		if r, ok := m.user(f.File, f.Func); ok {
 			k, rel = i, r
 			break
 		}
@@ -109,6 +110,9 @@ func (m *matcher) add(sites map[string]*Site, st Stack, smp Sample) {
 	case k == 0:
 		s = site(sites, rel, st.Frames[0].Line, st.Frames[0].Func, true)
 		s.direct = true
+		if st.Alloc != "" {
+			s.allocs[st.Alloc] += weight(st, smp)
+		}
 	default:
 		s = site(sites, rel, st.Frames[k].Line, st.Frames[k].Func, true)
 		callee := st.Frames[k-1].Func
@@ -144,7 +148,7 @@ func site(sites map[string]*Site, file string, line int, fn string, user bool) *
 	key := fmt.Sprintf("%s:%d", file, line)
 	s := sites[key]
 	if s == nil {
-		s = &Site{File: file, Line: line, Func: fn, User: user, callees: map[string]int64{}, leaf: map[string]string{}}
+		s = &Site{File: file, Line: line, Func: fn, User: user, callees: map[string]int64{}, leaf: map[string]string{}, allocs: map[string]int64{}}
 		sites[key] = s
 	}
 	return s
@@ -188,8 +192,10 @@ func newMatcher(dir string, diags []Diagnostic) *matcher {
 
 // user returns the diagnostics' name for a profile's file path: the path
 // relative to dir when it is inside it, or else the longest diagnostic file
-// that is a suffix of it (a binary built elsewhere or with -trimpath).
-func (m *matcher) user(file string) (string, bool) {
+// that is a suffix of it (a binary built elsewhere or with -trimpath). A
+// function of the standard library is never matched by suffix: the
+// analysed package's server.go is not net/http's.
+func (m *matcher) user(file, fn string) (string, bool) {
 	if file == "" {
 		return "", false
 	}
@@ -198,6 +204,9 @@ func (m *matcher) user(file string) (string, bool) {
 			return filepath.ToSlash(rel), true
 		}
 	}
+	if IsStdFunc(fn) {
+		return "", false
+	}
 	best := ""
 	for f := range m.files {
 		if (file == f || strings.HasSuffix(file, "/"+f)) && len(f) > len(best) {
@@ -205,6 +214,20 @@ func (m *matcher) user(file string) (string, bool) {
 		}
 	}
 	return best, best != ""
+}
+
+// IsStdFunc reports whether the function fn belongs to the standard library: its import
+// path's first element has no dot, and it is not package main.
+func IsStdFunc(fn string) bool {
+	if fn == "" || strings.HasPrefix(fn, "main.") || strings.HasPrefix(fn, "command-line-arguments.") {
+		return false
+	}
+	first, _, _ := strings.Cut(fn, "/")
+	if !strings.Contains(fn, "/") {
+		first, _, _ = strings.Cut(fn, ".")
+		return first != ""
+	}
+	return !strings.Contains(first, ".")
 }
 
 // reasons explains a site in readable sentences.
@@ -233,7 +256,7 @@ func (m *matcher) reasons(s *Site) []string {
 			}
 		}
 		if len(ds) == 0 {
-			out = append(out, "allocates here, but the compiler reported no escape on this line (is the profile from this source?)")
+			out = append(out, runtimeReason(top(s.allocs))+loop)
 		}
 	}
 	callees := make([]string, 0, len(s.callees))
@@ -250,6 +273,41 @@ func (m *matcher) reasons(s *Site) []string {
 		out = append(out, fmt.Sprintf("%s%s; called from %s:%d (%s)", calleeReason(c, s.leaf[c]), loop, filepath.Base(s.File), s.Line, funcName(s.Func)))
 	}
 	return out
+}
+
+// top returns the key with the largest value ("" for none).
+func top(m map[string]int64) string {
+	best := ""
+	for k, v := range m {
+		if best == "" || v > m[best] || v == m[best] && k < best {
+			best = k
+		}
+	}
+	return best
+}
+
+// runtimeReason explains an allocation on a line the compiler said nothing
+// about, from the runtime function that made it: appends and conversions
+// allocate without an escape diagnostic.
+func runtimeReason(fn string) string {
+	short := strings.TrimPrefix(fn, "runtime.")
+	switch {
+	case fn == "":
+		return "allocates here, but the compiler reported no escape on this line (is the profile from this source?)"
+	case short == "growslice":
+		return "append grows the slice (runtime.growslice); the compiler reports no escape for that"
+	case strings.HasPrefix(short, "concatstring"):
+		return "string concatenation allocates its result (" + fn + ")"
+	case short == "slicebytetostring":
+		return "converting a []byte to a string copies it (runtime.slicebytetostring)"
+	case short == "stringtoslicebyte" || short == "stringtoslicerune" || short == "slicerunetostring":
+		return "converting between string and slice copies it (" + fn + ")"
+	case strings.HasPrefix(short, "convT"):
+		return "converting a value to an interface allocates (" + fn + ")"
+	case strings.HasPrefix(short, "mapassign") || strings.HasPrefix(short, "makemap"):
+		return "the map allocates as it grows (" + fn + ")"
+	}
+	return "allocates here (" + fn + "), but the compiler reported no escape on this line"
 }
 
 // funcName is a function's name without its package: "search" for

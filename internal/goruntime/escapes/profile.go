@@ -24,7 +24,10 @@ type Frame struct {
 // runtime's allocation frames (mallocgc, newobject, growslice, ...)
 // removed, and its bytes and objects for the chosen sample pair.
 type Stack struct {
-	Frames  []Frame
+	Frames []Frame
+	// Alloc is the runtime function that allocated for the first frame
+	// kept (runtime.growslice for an append, say); empty when unknown.
+	Alloc   string
 	Bytes   int64
 	Objects int64
 }
@@ -71,7 +74,8 @@ func Stacks(p *profile.Profile, s Sample) ([]Stack, error) {
 	}
 	var out []Stack
 	for _, smp := range p.Sample {
-		st := Stack{Frames: frames(smp.Location)}
+		fs, alloc := frames(smp.Location)
+		st := Stack{Frames: fs, Alloc: alloc}
 		if bi >= 0 {
 			st.Bytes = smp.Value[bi]
 		}
@@ -96,9 +100,9 @@ func validSample(s Sample) bool {
 }
 
 // frames flattens locations (with their inlined calls) leaf first, and
-// drops the runtime's allocation frames at the leaf end.
-func frames(locs []*profile.Location) []Frame {
-	var fs []Frame
+// drops the runtime's allocation frames at the leaf end; alloc is the
+// outermost of those (the one the kept code called).
+func frames(locs []*profile.Location) (fs []Frame, alloc string) {
 	for _, l := range locs {
 		for _, ln := range l.Line { // Line[0] is the innermost inlined call
 			f := Frame{Line: int(ln.Line)}
@@ -110,9 +114,10 @@ func frames(locs []*profile.Location) []Frame {
 	}
 	i := 0
 	for i < len(fs)-1 && isAllocFrame(fs[i].Func) {
+		alloc = fs[i].Func
 		i++
 	}
-	return fs[i:]
+	return fs[i:], alloc
 }
 
 // isAllocFrame reports whether fn is part of the runtime's allocator rather

@@ -172,3 +172,30 @@ func skipped(s Summary) string {
 	}
 	return "; skipped " + strings.Join(parts, ", ")
 }
+
+// MarshalJSON writes a summary in the form WriteJSON uses, with units in the
+// field names.
+func (s Summary) MarshalJSON() ([]byte, error) { return json.Marshal(toJSON(s)) }
+
+// UnmarshalJSON reads a summary written by MarshalJSON.
+func (s *Summary) UnmarshalJSON(data []byte) error {
+	var j jsonSummary
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	d := func(ms float64) time.Duration { return time.Duration(math.Round(ms * 1e6)) }
+	*s = Summary{Name: j.Name, Lines: j.Lines, Collections: j.Collections, Forced: j.Forced, Restarts: j.Restarts,
+		Other: j.SkippedOther, Scavenger: j.SkippedScav, Legacy: j.SkippedLegacy, Damaged: j.Damaged,
+		First: time.Duration(math.Round(j.FirstS * 1e9)), Last: time.Duration(math.Round(j.LastS * 1e9)),
+		Span: d(j.SpanMS), Procs: j.Procs, RuntimePercent: j.RuntimePercent,
+		GCWall: d(j.GCWallMS), GCCPU: d(j.GCCPUMS), IdleCPU: d(j.IdleCPUMS), STW: d(j.STWMS), MaxSTW: d(j.MaxSTWMS),
+		Pace: d(j.PaceMS), HeapBefore: j.HeapBeforeMB, HeapAfter: j.HeapAfterMB, HeapLive: j.HeapLiveMB, Goal: j.GoalMB,
+		Requests: j.Requests, RequestsPerGC: j.RequestsPerGC}
+	if j.ClockPercent != nil {
+		s.ClockPercent = *j.ClockPercent
+	}
+	if j.CPUPercent != nil {
+		s.CPUPercent = *j.CPUPercent
+	}
+	return nil
+}

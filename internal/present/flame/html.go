@@ -33,7 +33,7 @@ func WriteHTML(w io.Writer, p *profile.Profile, opt Options) error {
 			title += ": " + p.Command
 		}
 	}
-	return writePage(w, t, pageInfo{Title: title, Subtitle: subtitle(p, t), Weight: opt.Weight.String()})
+	return writePage(w, t, pageInfo{Title: title, Subtitle: subtitle(p, t), Weight: opt.Weight.String(), Icicle: opt.Icicle})
 }
 
 // WriteDiffHTML writes a differential flame graph: the shape of after, each
@@ -53,7 +53,7 @@ func WriteDiffHTML(w io.Writer, before, after *profile.Profile, opt Options) err
 	}
 	sub := fmt.Sprintf("shape of the second profile (%s, %s), coloured by the change in time per second of recording from the first (%s): red grew, blue shrank",
 		fmtDur(after.Duration), after.Command, fmtDur(before.Duration))
-	return writePage(w, t, pageInfo{Title: title, Subtitle: sub, Weight: opt.Weight.String()})
+	return writePage(w, t, pageInfo{Title: title, Subtitle: sub, Weight: opt.Weight.String(), Icicle: opt.Icicle})
 }
 
 func writePage(w io.Writer, t *Tree, info pageInfo) error {

@@ -17,12 +17,13 @@ type pageInfo struct {
 	Title    string
 	Subtitle string
 	Weight   string
+	Icicle   bool // start with the root at the top
 }
 
 // writeJSON writes t in the compact form the page's script reads:
 //
 //	{"version":1, "title":..., "subtitle":..., "weight":"wall",
-//	 "diff":false, "duration":NS, "beforeDuration":NS,
+//	 ("icicle":true,) "diff":false, "duration":NS, "beforeDuration":NS,
 //	 "states":["on-cpu",...], "samples":N, "nodes":N, "dropped":N,
 //	 "truncated":N, "minWidth":F,
 //	 "names":["all",...],
@@ -48,6 +49,9 @@ func writeJSON(w io.Writer, t *Tree, info pageInfo) error {
 	str(info.Subtitle)
 	bw.WriteString(`,"weight":`)
 	str(info.Weight)
+	if info.Icicle {
+		bw.WriteString(`,"icicle":true`)
+	}
 	bw.WriteString(`,"diff":` + strconv.FormatBool(t.Diff))
 	bw.WriteString(`,"duration":`)
 	num(int64(t.Duration))

@@ -55,6 +55,9 @@ type Options struct {
 	// MaxNodes bounds the number of nodes kept (0: DefaultMaxNodes;
 	// negative: no bound).
 	MaxNodes int
+	// Icicle starts the HTML page with the root at the top (the page can
+	// switch).
+	Icicle bool
 	// PerThread puts one root frame per thread, "comm-pid/tid".
 	PerThread bool
 	// Focus, when set, keeps only the samples with a frame whose function

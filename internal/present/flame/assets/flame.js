@@ -38,7 +38,7 @@
     }
   })();
 
-  var st = { weight: D.weight in WEIGHT_NAMES ? D.weight : "wall", icicle: false, zoom: 0, re: null, share: null };
+  var st = { weight: D.weight in WEIGHT_NAMES ? D.weight : "wall", icicle: !!D.icicle, zoom: 0, re: null, share: null };
   var cur = new Float64Array(N), curB = diff ? new Float64Array(N) : null;
   var matched = new Uint8Array(N);
   var rects = [], rows = [], maxDelta = 0, hover = -1;

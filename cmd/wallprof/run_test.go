@@ -1,0 +1,320 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/wallprof/wallprof/internal/goruntime/gctrace"
+	"github.com/wallprof/wallprof/internal/runreport"
+)
+
+var updateRunScreenshot = flag.Bool("update-run-screenshot", false, "save the run report's screenshot to doc/images/run-report.png")
+
+// buildSearchServer builds examples/searchserver.
+func buildSearchServer(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "searchserver")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = filepath.Join("..", "..", "examples", "searchserver")
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=", "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the example server: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// investigate runs `wallprof run` on the example server and returns the
+// report's data and the path of its HTML page.
+func investigate(t *testing.T, server string, fixed bool) (*runreport.Report, string) {
+	t.Helper()
+	addr := freePort(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "report.html")
+	args := []string{"run", "--load", "http://" + addr + "/search?term=topic",
+		"--concurrency", "4", "--requests", "400",
+		"--pprof", "http://" + addr + "/debug/pprof", "--heap-interval", "250ms",
+		"--src", filepath.Join("..", "..", "examples", "searchserver"), "-o", out,
+		"--", server, "--addr", addr, "--docs", "1000"}
+	if fixed {
+		args = append(args, "--fixed")
+	}
+	code, output := wallprof(t, args...)
+	t.Logf("wallprof %s\n%s", strings.Join(args, " "), output)
+	if code != 0 {
+		t.Fatalf("wallprof run exited %d", code)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep runreport.Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	for kind, name := range rep.Artefacts {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("artefact %s: %v", kind, err)
+		}
+	}
+	return &rep, out
+}
+
+// checkGCAgainstLog recomputes the collections of the load window from the
+// captured gctrace log, independently of runreport.BuildGC.
+func checkGCAgainstLog(t *testing.T, rep *runreport.Report, dir string) {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, rep.Artefacts["gctrace log (server stderr)"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	l, err := gctrace.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	var stw time.Duration
+	var maxBefore int64
+	for _, c := range l.Cycles {
+		// wallprof's own forced collections at the edges are outside.
+		if c.At >= rep.LoadStart && c.At <= rep.LoadEnd && !(c.Forced && (c.At < rep.LoadStart+100*time.Millisecond || c.At > rep.LoadEnd-100*time.Millisecond)) {
+			n++
+			stw += c.STW()
+			maxBefore = max(maxBefore, c.HeapBefore)
+		}
+	}
+	s := rep.GC.Summary
+	if rep.GC.InLog != len(l.Cycles) {
+		t.Errorf("report: %d collections in the log; the log has %d", rep.GC.InLog, len(l.Cycles))
+	}
+	if s.Collections != n {
+		t.Errorf("report: %d collections during the load; the log has %d between %s and %s", s.Collections, n, rep.LoadStart, rep.LoadEnd)
+	}
+	if n > 0 {
+		// The JSON rounds to the microsecond.
+		if d := s.STW - stw; d < -time.Microsecond*time.Duration(n) || d > time.Microsecond*time.Duration(n) {
+			t.Errorf("report: stop-the-world %s; the log says %s", s.STW, stw)
+		}
+		if s.HeapBefore.Max != maxBefore {
+			t.Errorf("report: largest heap at a collection's start %d MB; the log says %d MB", s.HeapBefore.Max, maxBefore)
+		}
+		if want := float64(rep.Requests()) / float64(n); s.RequestsPerGC < want-0.01 || s.RequestsPerGC > want+0.01 {
+			t.Errorf("report: %.2f requests per collection; %d requests / %d collections = %.2f", s.RequestsPerGC, rep.Requests(), n, want)
+		}
+	}
+}
+
+func TestRunSearchServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and loads the example server")
+	}
+	server := buildSearchServer(t)
+	before, page := investigate(t, server, false)
+	dir := filepath.Dir(page)
+
+	if before.Load == nil || before.Load.Successes != 400 {
+		t.Fatalf("load: want 400 successes, got %+v", before.Load)
+	}
+	// The hotspot is the top allocation site, with its reason.
+	if before.Alloc == nil || len(before.Alloc.Sites) == 0 {
+		t.Fatal("the report has no allocation sites")
+	}
+	top := before.Alloc.Sites[0]
+	if top.File != "index.go" || top.Line != 62 {
+		t.Errorf("top allocation site is %s:%d (%s); want index.go:62", top.File, top.Line, top.Func)
+	}
+	if !strings.Contains(strings.Join(top.Reasons, "\n"), "strings.ToLower allocates its result") {
+		t.Errorf("index.go:62 reasons %q do not name strings.ToLower", top.Reasons)
+	}
+	if top.Percent < 50 {
+		t.Errorf("index.go:62 has %.1f%% of the bytes; the workload makes it the large majority", top.Percent)
+	}
+	// The GC summary is that of the captured lines.
+	if before.GC == nil {
+		t.Fatal("the report has no GC section")
+	}
+	checkGCAgainstLog(t, before, dir)
+	if before.GC.Summary.Collections < 5 {
+		t.Errorf("only %d collections during the load before the fix", before.GC.Summary.Collections)
+	}
+	if before.Heap == nil || len(before.Heap.At) < 2 {
+		t.Errorf("heap over time: %+v", before.Heap)
+	}
+	// The wall-clock profile, where this machine can record.
+	if preflight() == "" || os.Getenv("CI") == "true" {
+		if before.Profile == "" {
+			t.Errorf("no wall-clock profile was recorded: %v", before.Notes)
+		} else {
+			p := readProfile(t, filepath.Join(dir, before.Profile))
+			var hot bool
+			for _, s := range p.Samples {
+				hot = hot || stackHas(s, "main.(*Index).count")
+			}
+			if !hot {
+				t.Error("the wall-clock profile never shows main.(*Index).count")
+			}
+		}
+	}
+
+	after, afterPage := investigate(t, server, true)
+	checkGCAgainstLog(t, after, filepath.Dir(afterPage))
+	t.Logf("collections per 1000 requests: %.2f before the fix, %.2f after; bytes per request %.0f → %.0f",
+		before.GC.PerKRequests, after.GC.PerKRequests, before.Alloc.BytesPerRequest, after.Alloc.BytesPerRequest)
+	if after.GC.PerKRequests >= before.GC.PerKRequests {
+		t.Errorf("after the fix, %.2f collections per 1000 requests; before, %.2f", after.GC.PerKRequests, before.GC.PerKRequests)
+	}
+	if after.Alloc.BytesPerRequest >= before.Alloc.BytesPerRequest/4 {
+		t.Errorf("after the fix, %.0f bytes per request; before, %.0f", after.Alloc.BytesPerRequest, before.Alloc.BytesPerRequest)
+	}
+
+	t.Run("browser", func(t *testing.T) { checkReportInBrowser(t, page) })
+}
+
+// checkReportInBrowser loads the report in headless Chromium: no page
+// error, every section drawn, no network request; it saves a screenshot.
+func checkReportInBrowser(t *testing.T, page string) {
+	browser := chromium(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(browser),
+		chromedp.Flag("headless", true), chromedp.Flag("no-sandbox", true), chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true), chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900)}
+	actx, cancelA := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancelA()
+	bctx, cancelB := chromedp.NewContext(actx)
+	defer cancelB()
+
+	var mu sync.Mutex
+	var logged []string
+	consoleDone := make(chan struct{})
+	cctx, stopConsole := context.WithCancel(bctx)
+	msgs := chromedp.Console(cctx)
+	go func() {
+		defer close(consoleDone)
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			logged = append(logged, string(m.Type)+": "+m.Text)
+			mu.Unlock()
+		}
+	}()
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	must("load", chromedp.Do(bctx, chromedp.Navigate("file://"+page), chromedp.WaitVisible("#sites")))
+	for _, sel := range []string{"#latency", "#gc svg.chart", "#heap svg.chart", "#sites", "#flame iframe"} {
+		n, err := chromedp.Run(bctx, chromedp.Evaluate[int](fmt.Sprintf(`document.querySelectorAll(%q).length`, sel)))
+		must(sel, err)
+		if n == 0 {
+			t.Errorf("the report has no %s", sel)
+		}
+	}
+	// The flame graph in its frame has drawn frames.
+	_, err := chromedp.Run(bctx, chromedp.Poll[chromedp.Void](
+		`(function(){var w=document.querySelector("#flame iframe").contentWindow; return w && w.wallprofFlame && w.wallprofFlame.frames().length > 0})()`,
+		chromedp.WithPollingTimeout(20*time.Second)))
+	must("flame graph in the report", err)
+	topLine, err := chromedp.Run(bctx, chromedp.Text("#sites tr:nth-child(2)"))
+	must("top site", err)
+	if !strings.Contains(topLine, "index.go:62") || !strings.Contains(topLine, "strings.ToLower") {
+		t.Errorf("the first row of the allocation table is %q", topLine)
+	}
+	resources, err := chromedp.Run(bctx, chromedp.Evaluate[int](`performance.getEntriesByType("resource").length`))
+	must("resources", err)
+	if resources != 0 {
+		t.Errorf("the page loaded %d resources", resources)
+	}
+	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	must("screenshot", err)
+	shot := filepath.Join(t.TempDir(), "run-report.png")
+	if *updateRunScreenshot {
+		shot = filepath.Join("..", "..", "doc", "images", "run-report.png")
+	}
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", shot)
+
+	const probe = "wallprof-run-test-probe"
+	_, err = chromedp.Run(bctx, chromedp.Evaluate[chromedp.Void](`console.error("`+probe+`")`))
+	must("probe", err)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		seen := strings.Contains(strings.Join(logged, "\n"), probe)
+		mu.Unlock()
+		if seen || time.Now().After(deadline) {
+			if !seen {
+				t.Error("the console probe never arrived: page errors would go unnoticed")
+			}
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stopConsole()
+	<-consoleDone
+	for _, l := range logged {
+		if !strings.Contains(l, probe) {
+			t.Errorf("the page logged %q", l)
+		}
+	}
+}
+
+func TestRunBadInput(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"run", "--load", "http://127.0.0.1:1/", "--rate", "10/s", "--duration", "1s"}, exitUsage, "give the server command after --"},
+		{[]string{"run", "--rate", "10/s", "--duration", "1s", "--", "true"}, exitUsage, "say what to load the server with"},
+		{[]string{"run", "--load", "http://127.0.0.1:1/", "--", "true"}, exitUsage, "give --rate R with --duration D"},
+		{[]string{"run", "--load", "ftp://x/", "--rate", "1/s", "--duration", "1s", "--", "true"}, exitUsage, "must start with http://"},
+		{[]string{"run", "--load", "http://127.0.0.1:1/", "--rate", "1/s", "--duration", "1s", "--pprof", "localhost:1", "--", "true"}, exitUsage, "--pprof"},
+		{[]string{"run", "--load", "http://127.0.0.1:1/", "--rate", "1/s", "--duration", "1s", "--src", "/nonexistent", "--", "true"}, exitUsage, "--src /nonexistent is not a directory"},
+		{[]string{"run", "--load", "http://127.0.0.1:1/", "--rate", "1/s", "--duration", "1s", "--", "/nonexistent/server"}, exitError, "command not found"},
+		{[]string{"run", "--load", "http://127.0.0.1:1/", "--rate", "1/s", "--duration", "1s", "-o", "/nonexistent/r.html", "--", "true"}, exitError, "cannot write the report"},
+		{[]string{"run", "--bogus"}, exitUsage, "flag provided but not defined"},
+		// The server exits before it answers: its output is quoted.
+		{[]string{"run", "--load", "http://127.0.0.1:1/", "--rate", "1/s", "--duration", "1s", "-o", filepath.Join(dir, "r.html"),
+			"--", "sh", "-c", "echo cannot bind the port >&2; exit 3"}, exitError, "cannot bind the port"},
+	} {
+		code, _, stderr := runCmd(tc.args...)
+		if code != tc.code || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr, tc.code, tc.want)
+		}
+		if strings.Count(strings.TrimSpace(stderr), "\n") > 0 && tc.code == exitUsage {
+			t.Errorf("%v: more than one line: %q", tc.args, stderr)
+		}
+	}
+}
