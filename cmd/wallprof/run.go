@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -172,6 +173,7 @@ type investigation struct {
 	waited error
 	t0     time.Time
 	rec    *recording
+	died   bool // the server exited during the load
 }
 
 func newInvestigation(f *runFlags, argv []string, path string, opts load.Options, stderr io.Writer) (*investigation, error) {
@@ -240,7 +242,9 @@ func (inv *investigation) run(ctx context.Context, stdout io.Writer) int {
 	res, loadErr := inv.applyLoad(ctx)
 	heapSnaps, heapFailed := series.stop()
 	var allocsAfter, heapEnd *profile.Profile
-	if allocsBefore != nil {
+	if allocsBefore != nil && inv.died {
+		inv.note("no allocations per request: the server died before its allocation profile could be read again")
+	} else if allocsBefore != nil {
 		var err error
 		if allocsAfter, err = fetchProfile(context.WithoutCancel(ctx), inv.f.pprofURL, "allocs", true); err != nil {
 			inv.note("cannot fetch the allocation profile after the load: %v", err)
@@ -489,7 +493,8 @@ func (inv *investigation) applyLoad(ctx context.Context) (*load.Result, error) {
 	}
 	select {
 	case <-inv.exited:
-		inv.note("the server exited during the load (%v)", inv.waited)
+		inv.died = true
+		inv.note("the server exited during the load (%v); the report covers the load until then", inv.waited)
 	default:
 	}
 	return res, err
@@ -584,7 +589,8 @@ func (inv *investigation) allocSection(ctx context.Context, before, after, heapE
 	if inv.f.src != "" {
 		dir, _ = filepath.Abs(inv.f.src)
 		inv.say("running the compiler's escape analysis in %s", inv.f.src)
-		diags, err = escapes.Analyze(ctx, dir, []string{"./..."})
+		// Even after Ctrl-C: the load is over, and the reasons take seconds.
+		diags, err = escapes.Analyze(context.WithoutCancel(ctx), dir, []string{"./..."})
 		if err != nil {
 			inv.note("no escape reasons: %v", oneLine(err.Error()))
 		} else {
@@ -620,7 +626,11 @@ func (inv *investigation) writeReport(stdout io.Writer, flameHTML []byte) int {
 		return exitError
 	}
 	inv.summary(stdout, htmlPath)
-	if inv.rep.Load == nil || inv.rep.Load.Successes == 0 {
+	switch {
+	case inv.died:
+		fmt.Fprintf(inv.stderr, "wallprof run: the server exited during the load; the report (%s) shows what was measured until then.\n", htmlPath)
+		return exitError
+	case inv.rep.Load == nil || inv.rep.Load.Successes == 0:
 		fmt.Fprintln(inv.stderr, "wallprof run: no request succeeded; the report says what happened.")
 		return exitError
 	}
@@ -733,6 +743,10 @@ func fetchProfile(ctx context.Context, base, name string, gc bool) (*profile.Pro
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
+		var ue *neturl.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return nil, fmt.Errorf("GET %s: %v", url, oneLine(err.Error()))
 	}
 	defer resp.Body.Close()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -316,5 +318,79 @@ func TestRunBadInput(t *testing.T) {
 		if strings.Count(strings.TrimSpace(stderr), "\n") > 0 && tc.code == exitUsage {
 			t.Errorf("%v: more than one line: %q", tc.args, stderr)
 		}
+	}
+}
+
+// A server that dies during the load: the report is still written, with
+// what was measured until then, and the exit status says it.
+func TestRunServerDiesDuringLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and loads the example server")
+	}
+	server := buildSearchServer(t)
+	addr := freePort(t)
+	dir := t.TempDir()
+	cmd := exec.Command(wallprofBin(t), "run", "--load", "http://"+addr+"/search?term=topic", "--rate", "50/s", "--duration", "20s",
+		"--pprof", "http://"+addr+"/debug/pprof", "-o", filepath.Join(dir, "r.html"), "--", server, "--addr", addr, "--docs", "200")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	sc := bufio.NewScanner(stderr)
+	pid := 0
+	for sc.Scan() {
+		line := sc.Text()
+		log.WriteString(line + "\n")
+		if i := strings.Index(line, "(pid "); i >= 0 && pid == 0 {
+			fmt.Sscanf(line[i:], "(pid %d)", &pid)
+		}
+		if strings.Contains(line, "loading GET") {
+			break
+		}
+	}
+	if pid == 0 {
+		t.Fatalf("no server pid in:\n%s", log.String())
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for sc.Scan() {
+		log.WriteString(sc.Text() + "\n")
+	}
+	err = cmd.Wait()
+	t.Logf("stderr:\n%s\nstdout:\n%s", log.String(), out.String())
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitError {
+		t.Errorf("wallprof run: %v; want exit status %d", err, exitError)
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("wallprof run took %s to finish after the server died", d)
+	}
+	if !strings.Contains(log.String(), "the server exited during the load") {
+		t.Error("stderr does not say that the server exited")
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "r.json"))
+	if err != nil {
+		t.Fatalf("no report data: %v", err)
+	}
+	var rep runreport.Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Load == nil || rep.Load.Successes == 0 {
+		t.Errorf("the report lost the requests served before the server died: %+v", rep.Load)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "r.html")); err != nil {
+		t.Error(err)
+	}
+	if rep.GC == nil || rep.GC.InLog == 0 {
+		t.Error("the report lost the gctrace lines printed before the server died")
 	}
 }
