@@ -229,7 +229,9 @@ func (inv *investigation) run(ctx context.Context, stdout io.Writer) int {
 
 	var allocsBefore *profile.Profile
 	if inv.f.pprofURL != "" {
-		p, err := fetchProfile(ctx, inv.f.pprofURL, "allocs", true)
+		// The heap profile holds the allocation counts too, and only
+		// /heap honours gc=1, which makes the counts current.
+		p, err := fetchProfile(ctx, inv.f.pprofURL, "heap", true)
 		if err != nil {
 			inv.note("cannot fetch the allocation profile, so there are no allocations per request and no heap chart: %v", err)
 			inv.f.pprofURL = ""
@@ -246,12 +248,10 @@ func (inv *investigation) run(ctx context.Context, stdout io.Writer) int {
 		inv.note("no allocations per request: the server died before its allocation profile could be read again")
 	} else if allocsBefore != nil {
 		var err error
-		if allocsAfter, err = fetchProfile(context.WithoutCancel(ctx), inv.f.pprofURL, "allocs", true); err != nil {
+		if allocsAfter, err = fetchProfile(context.WithoutCancel(ctx), inv.f.pprofURL, "heap", true); err != nil {
 			inv.note("cannot fetch the allocation profile after the load: %v", err)
 		}
-		if heapEnd, err = fetchProfile(context.WithoutCancel(ctx), inv.f.pprofURL, "heap", false); err != nil {
-			inv.note("cannot fetch the heap profile after the load: %v", err)
-		}
+		heapEnd = allocsAfter
 	}
 	inv.stopRecording()
 	inv.terminate()
@@ -729,7 +729,8 @@ func (h *heapSeries) stop() ([]runreport.HeapSnapshot, int) {
 }
 
 // fetchProfile fetches one profile from net/http/pprof; gc asks the server
-// to collect first, so that the profile is current.
+// to collect first, so that the profile is current (the runtime publishes
+// allocation counts at the end of a collection; only /heap honours gc=1).
 func fetchProfile(ctx context.Context, base, name string, gc bool) (*profile.Profile, error) {
 	url := strings.TrimRight(base, "/") + "/" + name
 	if gc {
