@@ -104,6 +104,15 @@ func TestReadGoparked(t *testing.T) {
 			snap := snapshotUntilFound(t, r)
 			checkExpected(t, r, snap)
 			checkMainAndSpin(t, r, snap, w.cmd.Process.Pid)
+			// Again, mostly from the stack cache: the same answers.
+			again, err := r.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again.CachedStacks < len(expected) {
+				t.Errorf("second snapshot took %d stacks from the cache, want at least %d", again.CachedStacks, len(expected))
+			}
+			checkExpected(t, r, again)
 
 			// The target still runs, made progress, and none of its
 			// blocked goroutines was woken.

@@ -1,10 +1,12 @@
 package goroutines
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
@@ -114,7 +116,7 @@ func openMemory(pid int, probeAddr uint64) (memory, error) {
 		[]unix.Iovec{{Base: &probe[0], Len: uint64(len(probe))}},
 		[]unix.RemoteIovec{{Base: uintptr(probeAddr), Len: len(probe)}}, 0)
 	if err == nil {
-		return vm, nil
+		return &merged{inner: vm}, nil
 	}
 	f, ferr := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
 	if ferr != nil {
@@ -127,7 +129,7 @@ func openMemory(pid int, probeAddr uint64) (memory, error) {
 		f.Close()
 		return nil, fmt.Errorf("read memory of process %d at %#x: process_vm_readv: %v; /proc/%d/mem: %w", pid, probeAddr, err, pid, rerr)
 	}
-	return &fileReader{f: f}, nil
+	return &merged{inner: &fileReader{f: f}}, nil
 }
 
 // word returns the little-endian 8-byte word at off in b.
@@ -136,4 +138,85 @@ func word(b []byte, off int) uint64 {
 		return 0
 	}
 	return binary.LittleEndian.Uint64(b[off:])
+}
+
+// mergeGap is the largest gap between two ranges that merged reads bridge:
+// reading a few hundred bytes more costs less than a range more, since the
+// kernel pins the target's pages once per range.
+const mergeGap = 512
+
+// merged wraps a memory and merges ranges that are close in the target
+// (runtime.g structs sit side by side in their spans) into single reads.
+// A merged read that fails is retried range by range.
+type merged struct {
+	inner memory
+	idx   []int
+	spans []read
+	first []int // index in idx of each span's first member
+	sizes []int // length of each span
+	buf   []byte
+}
+
+func (m *merged) syscalls() int { return m.inner.syscalls() }
+func (m *merged) close() error  { return m.inner.close() }
+
+func (m *merged) readAll(rs []read) {
+	m.idx = m.idx[:0]
+	for i := range rs {
+		rs[i].ok = len(rs[i].buf) == 0
+		if !rs[i].ok {
+			m.idx = append(m.idx, i)
+		}
+	}
+	slices.SortFunc(m.idx, func(a, b int) int { return cmp.Compare(rs[a].addr, rs[b].addr) })
+	m.spans, m.first, m.sizes = m.spans[:0], m.first[:0], m.sizes[:0]
+	var lo, hi uint64
+	total := 0
+	for k, i := range m.idx {
+		a, e := rs[i].addr, rs[i].addr+uint64(len(rs[i].buf))
+		if k > 0 && a <= hi+mergeGap {
+			hi = max(hi, e)
+			continue
+		}
+		if k > 0 {
+			m.spans = append(m.spans, read{addr: lo, buf: nil})
+			m.sizes = append(m.sizes, int(hi-lo))
+			total += int(hi - lo)
+		}
+		lo, hi = a, e
+		m.first = append(m.first, k)
+	}
+	if len(m.idx) > 0 {
+		m.spans = append(m.spans, read{addr: lo, buf: nil})
+		m.sizes = append(m.sizes, int(hi-lo))
+		total += int(hi - lo)
+	}
+	// Carve the span buffers out of one reused buffer.
+	m.buf = grow(m.buf, total)
+	off := 0
+	for s := range m.spans {
+		n := m.sizes[s]
+		m.spans[s].buf = m.buf[off : off+n : off+n]
+		off += n
+	}
+	m.inner.readAll(m.spans)
+	m.first = append(m.first, len(m.idx))
+	for s, sp := range m.spans {
+		members := m.idx[m.first[s]:m.first[s+1]]
+		if !sp.ok {
+			sub := make([]read, len(members))
+			for j, i := range members {
+				sub[j] = read{addr: rs[i].addr, buf: rs[i].buf}
+			}
+			m.inner.readAll(sub)
+			for j, i := range members {
+				rs[i].ok = sub[j].ok
+			}
+			continue
+		}
+		for _, i := range members {
+			copy(rs[i].buf, sp.buf[rs[i].addr-sp.addr:])
+			rs[i].ok = true
+		}
+	}
 }

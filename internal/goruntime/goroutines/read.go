@@ -27,7 +27,8 @@ func (r *Reader) readGoroutines(gps []uint64, snap *Snapshot) []uint64 {
 	r.mem.readAll(reads)
 
 	var retry []uint64 // rare: allocated only on an inconsistency
-	plans := make([]gplan, 0, len(gps))
+	plans := sc.plans[:0]
+	defer func() { sc.plans = plans[:0] }()
 	stackBytes := 0
 	for i, gp := range gps {
 		if !reads[i].ok {
@@ -46,6 +47,13 @@ func (r *Reader) readGoroutines(gps []uint64, snap *Snapshot) []uint64 {
 		p := gplan{gp: gp, v: v, first: v, status: st, stack: -1, mread: -1}
 		if st == Syscall && !r.layout.SyscallSavesBP() {
 			p.v.bp = r.frameBP(v.pc, v.sp)
+		}
+		if c := r.stacks[gp]; c != nil && v.m == 0 && c.v == v && r.snapshots-c.readAt < r.cacheAge+int(v.goid%16) {
+			// Unchanged since a consistent read: same stack.
+			c.seen = r.snapshots
+			snap.Goroutines = append(snap.Goroutines, r.goroutine(&p, 0, c.stack, c.truncated))
+			snap.CachedStacks++
+			continue
 		}
 		if st.hasStack() {
 			if v := p.v; v.sp < v.lo || v.sp >= v.hi || (v.bp != 0 && (v.bp < v.sp || v.bp >= v.hi)) {
@@ -101,31 +109,53 @@ func (r *Reader) finish(p *gplan, reads []read) (Goroutine, bool) {
 	if !reads[p.reread].ok || !sameG(p.first, r.parseG(reads[p.reread].buf)) {
 		return Goroutine{}, false
 	}
-	g := Goroutine{
-		ID: p.v.goid, ParentID: p.v.parent, Status: p.status,
-		GoPC: p.v.gopc, StartPC: p.v.startpc, Addr: p.gp,
-		System: r.isSystem(p.v.startpc),
-	}
-	if p.status == Waiting {
-		g.WaitReason = r.layout.WaitReason(uint8(p.v.wait))
-	}
+	tid := 0
 	if p.mread >= 0 {
 		if !reads[p.mread].ok {
 			return Goroutine{}, false
 		}
-		g.TID = int(word(reads[p.mread].buf, 0))
+		tid = int(word(reads[p.mread].buf, 0))
 	}
-	if p.stack >= 0 {
-		if !reads[p.stack].ok {
-			return Goroutine{}, false
-		}
-		var ok bool
-		g.Stack, g.Truncated, ok = unwind(reads[p.stack].buf, p.winBase, p.v.hi, p.v.pc, p.v.bp, r.maxDepth)
-		if !ok {
-			return Goroutine{}, false
-		}
+	if p.stack < 0 {
+		return r.goroutine(p, tid, nil, false), true
 	}
-	return g, true
+	if !reads[p.stack].ok {
+		return Goroutine{}, false
+	}
+	stack, truncated, ok := unwind(reads[p.stack].buf, p.winBase, p.v.hi, p.v.pc, p.v.bp, r.maxDepth)
+	if !ok {
+		return Goroutine{}, false
+	}
+	if r.cacheAge > 0 && p.v.m == 0 {
+		r.stacks[p.gp] = &cachedStack{v: p.first, stack: stack, truncated: truncated, readAt: r.snapshots, seen: r.snapshots}
+	}
+	return r.goroutine(p, tid, stack, truncated), true
+}
+
+// goroutine builds the Goroutine of a consistent read.
+func (r *Reader) goroutine(p *gplan, tid int, stack []uint64, truncated bool) Goroutine {
+	g := Goroutine{
+		ID: p.v.goid, ParentID: p.v.parent, Status: p.status,
+		GoPC: p.v.gopc, StartPC: p.v.startpc, Addr: p.gp, TID: tid,
+		System: r.isSystem(p.v.startpc), Stack: stack, Truncated: truncated,
+	}
+	if p.status == Waiting {
+		g.WaitReason = r.layout.WaitReason(uint8(p.v.wait))
+	}
+	return g
+}
+
+// cachedStack is the stack of a goroutine that was not on a thread when it
+// was read. While its g reads the same (goid, state, wait reason, saved
+// pc/sp/bp, stack bounds), it has not run in between, or ran and stopped
+// at the very same place, so its stack is the same; entries expire after
+// cacheAge snapshots (plus up to 15, to spread the refreshes).
+type cachedStack struct {
+	v         gview
+	stack     []uint64
+	truncated bool
+	readAt    int // number of the snapshot that read it
+	seen      int // number of the last snapshot that found its g
 }
 
 // unwind follows the frame-pointer chain from (pc, bp) through win, the

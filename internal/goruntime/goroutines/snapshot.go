@@ -25,7 +25,8 @@ type Goroutine struct {
 	// pointers from the registers the goroutine saved when it stopped
 	// running (look up pc-1 to name the calling line). It is nil for a
 	// running goroutine: its saved registers are stale, so its stack must
-	// come from on-CPU samples of thread TID.
+	// come from on-CPU samples of thread TID. It may be shared with other
+	// snapshots: do not modify it.
 	Stack []uint64
 	// Truncated is set when Stack stopped at the depth limit or the
 	// stack-read limit rather than at the goroutine's first frame.
@@ -46,6 +47,10 @@ type Snapshot struct {
 	Dropped int
 	// Retried counts goroutine reads repeated because of an inconsistency.
 	Retried int
+	// CachedStacks counts goroutines whose stack was not read again
+	// because their g had not changed since an earlier snapshot read it
+	// (see Reader.SetStackCache).
+	CachedStacks int
 	// AllGs is the length of runtime.allgs (dead goroutines included).
 	AllGs int
 }
@@ -62,6 +67,7 @@ type scratch struct {
 	stacks  []byte
 	mbufs   []byte
 	pending []uint64
+	plans   []gplan
 }
 
 // Snapshot reads the goroutine table once.
@@ -72,6 +78,7 @@ func (r *Reader) Snapshot() (Snapshot, error) {
 		return snap, err
 	}
 	snap.AllGs = len(gps)
+	snap.Goroutines = make([]Goroutine, 0, len(gps))
 	pending := append(r.scratch.pending[:0], gps...)
 	for attempt := 0; len(pending) > 0; attempt++ {
 		if attempt > r.maxRetry {
@@ -84,6 +91,11 @@ func (r *Reader) Snapshot() (Snapshot, error) {
 		pending = r.readGoroutines(pending, &snap)
 	}
 	r.scratch.pending = pending[:0]
+	for gp, c := range r.stacks {
+		if c.seen != r.snapshots {
+			delete(r.stacks, gp) // exited, or read afresh this time
+		}
+	}
 	r.snapshots++
 	return snap, nil
 }

@@ -1,0 +1,55 @@
+package goroutines
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/wallprof/wallprof/internal/groundtruth"
+)
+
+// BenchmarkSnapshot measures one Snapshot of goparked with about n parked
+// goroutines, reading memory with process_vm_readv ("vm") and with pread
+// on /proc/PID/mem ("pread"), with and without the stack cache. It reports
+// the goroutines read and the system calls made per snapshot.
+//
+//	go test -run '^$' -bench Snapshot ./internal/goruntime/goroutines
+func BenchmarkSnapshot(b *testing.B) {
+	requireRoot(b)
+	bin := groundtruth.BuildGo(b, groundtruth.WorkloadDir(b, "goparked"), true, "")
+	for _, n := range []int{0, 1000, 10000} {
+		w := startWorkload(b, bin, "-n", fmt.Sprint(n))
+		for _, mode := range []string{"vm", "vm-nocache", "pread-nocache"} {
+			b.Run(fmt.Sprintf("goroutines=%d/%s", n, mode), func(b *testing.B) {
+				r, err := Open(w.cmd.Process.Pid)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer r.Close()
+				if mode != "vm" {
+					r.SetStackCache(0)
+				}
+				if mode == "pread-nocache" {
+					f, err := os.Open(fmt.Sprintf("/proc/%d/mem", w.cmd.Process.Pid))
+					if err != nil {
+						b.Fatal(err)
+					}
+					r.mem = &merged{inner: &fileReader{f: f}}
+				}
+				var snap Snapshot
+				calls0 := r.Syscalls()
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if snap, err = r.Snapshot(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(len(snap.Goroutines)), "goroutines")
+				b.ReportMetric(float64(r.Syscalls()-calls0)/float64(b.N), "syscalls/op")
+				b.ReportMetric(float64(snap.Dropped), "dropped")
+			})
+		}
+	}
+}

@@ -1,0 +1,221 @@
+package goroutines
+
+import (
+	"encoding/binary"
+	"os"
+	"slices"
+	"testing"
+	"unsafe"
+
+	"github.com/wallprof/wallprof/internal/goruntime/rtlayout"
+)
+
+// fakeMem is a target's memory made of regions; onRead may change a region
+// as it is read, to play a target that runs while we read it.
+type fakeMem struct {
+	regions map[uint64][]byte
+	onRead  func(addr uint64)
+	calls   int
+}
+
+func (m *fakeMem) syscalls() int { return m.calls }
+func (m *fakeMem) close() error  { return nil }
+
+func (m *fakeMem) readAll(rs []read) {
+	m.calls++
+	for i := range rs {
+		rs[i].ok = false
+		for base, b := range m.regions {
+			if rs[i].addr >= base && rs[i].addr+uint64(len(rs[i].buf)) <= base+uint64(len(b)) {
+				if m.onRead != nil {
+					m.onRead(rs[i].addr)
+				}
+				copy(rs[i].buf, b[rs[i].addr-base:])
+				rs[i].ok = true
+				break
+			}
+		}
+	}
+}
+
+func put(b []byte, off int, v uint64) { binary.LittleEndian.PutUint64(b[off:], v) }
+
+// fakeTarget builds the memory of a target with the go1.26 layout: allgs
+// at 0x1000 holding the gs at 0x10000 (waiting in chan receive, a stack of
+// three frames), 0x20000 (dead) and 0x30000 (waiting, its goid changes on
+// every read) and 0x40000 (waiting, its frame chain goes down the stack).
+func fakeTarget(t *testing.T) (*Reader, *fakeMem) {
+	l, err := rtlayout.ForVersion("go1.26")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := l.Offsets
+	m := &fakeMem{regions: map[uint64][]byte{}}
+	allgs := make([]byte, 24)
+	put(allgs, 0, 0x2000)
+	put(allgs, 8, 4)
+	put(allgs, 16, 4)
+	m.regions[0x1000] = allgs
+	arr := make([]byte, 32)
+	m.regions[0x2000] = arr
+	for i, gp := range []uint64{0x10000, 0x20000, 0x30000, 0x40000} {
+		put(arr, i*8, gp)
+		g := make([]byte, o.GSize)
+		put(g, o.GGoid, uint64(i+1))
+		binary.LittleEndian.PutUint32(g[o.GAtomicstatus:], uint32(Waiting))
+		g[o.GWaitreason] = uint8(slices.Index(l.WaitReasons, "chan receive"))
+		lo := gp * 16
+		put(g, o.GStackLo, lo)
+		put(g, o.GStackHi, lo+0x2000)
+		put(g, o.GSchedSP, lo+0x1f00)
+		put(g, o.GSchedBP, lo+0x1f40)
+		put(g, o.GSchedPC, 0x401000)
+		put(g, o.GGopc, 0x405000)
+		put(g, o.GStartpc, 0x406000)
+		if i == 1 {
+			binary.LittleEndian.PutUint32(g[o.GAtomicstatus:], uint32(Dead))
+		}
+		m.regions[gp] = g
+		stack := make([]byte, 0x100) // [lo+0x1f00, hi)
+		put(stack, 0x40, lo+0x1f80)  // frame at lo+0x1f40: next bp, return address
+		put(stack, 0x48, 0x402000)
+		put(stack, 0x80, 0) // outermost frame
+		put(stack, 0x88, 0x403000)
+		if i == 3 {
+			put(stack, 0x40, lo+0x1f20) // below the frame: broken chain
+		}
+		m.regions[lo+0x1f00] = stack
+	}
+	m.onRead = func(addr uint64) {
+		if addr == 0x30000 {
+			g := m.regions[0x30000]
+			put(g, o.GGoid, binary.LittleEndian.Uint64(g[o.GGoid:])+100)
+		}
+	}
+	r := &Reader{layout: l, allgs: 0x1000, mem: m, system: map[uint64]bool{}, maxRetry: 3, maxDepth: 512, maxStack: 256 << 10}
+	return r, m
+}
+
+func TestSnapshotFake(t *testing.T) {
+	r, m := fakeTarget(t)
+	snap, err := r.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.AllGs != 4 || len(snap.Goroutines) != 1 {
+		t.Fatalf("snapshot %+v: want 1 goroutine of 4", snap)
+	}
+	g := snap.Goroutines[0]
+	if g.ID != 1 || g.Status != Waiting || g.WaitReason != "chan receive" || g.GoPC != 0x405000 || g.StartPC != 0x406000 || g.Addr != 0x10000 {
+		t.Errorf("goroutine %+v", g)
+	}
+	if want := []uint64{0x401000, 0x402000, 0x403000}; !slices.Equal(g.Stack, want) || g.Truncated {
+		t.Errorf("stack %#x (truncated %v), want %#x", g.Stack, g.Truncated, want)
+	}
+	// The g whose goid changes at every read and the one with a broken
+	// frame chain are retried 3 times each and dropped; the dead one is
+	// skipped silently.
+	if snap.Dropped != 2 || snap.Retried != 6 {
+		t.Errorf("dropped %d, retried %d; want 2 and 6", snap.Dropped, snap.Retried)
+	}
+	// Reads are batched: allgs header, array, then 2 batches per round.
+	if m.calls != 2+2*4 {
+		t.Errorf("%d batches of reads, want 10", m.calls)
+	}
+}
+
+func TestStackCache(t *testing.T) {
+	r, m := fakeTarget(t)
+	r.stacks, r.cacheAge = map[uint64]*cachedStack{}, 16
+	first, err := r.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := r.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.CachedStacks != 0 || second.CachedStacks != 1 || !slices.Equal(first.Goroutines[0].Stack, second.Goroutines[0].Stack) {
+		t.Fatalf("cached %d then %d; stacks %#x then %#x", first.CachedStacks, second.CachedStacks, first.Goroutines[0].Stack, second.Goroutines[0].Stack)
+	}
+	// The goroutine ran and parked elsewhere: its stack is read again.
+	o := r.layout.Offsets
+	put(m.regions[0x10000], o.GSchedPC, 0x401234)
+	third, err := r.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if third.CachedStacks != 0 || third.Goroutines[0].Stack[0] != 0x401234 {
+		t.Errorf("after a change: cached %d, stack %#x", third.CachedStacks, third.Goroutines[0].Stack)
+	}
+	// Entries expire.
+	for i := 0; i < 40; i++ {
+		if s, _ := r.Snapshot(); s.CachedStacks == 0 {
+			return
+		}
+	}
+	t.Error("cached stack never read again")
+}
+
+func TestUnwind(t *testing.T) {
+	const base, hi = 0x1000, 0x1100
+	win := make([]byte, hi-base)
+	frame := func(at, next, ret uint64) { put(win, int(at-base), next); put(win, int(at-base)+8, ret) }
+	frame(0x1010, 0x1040, 0xa)
+	frame(0x1040, 0x1080, 0xb)
+	frame(0x1080, 0, 0xc)
+	st, trunc, ok := unwind(win, base, hi, 0x9, 0x1010, 100)
+	if !ok || trunc || !slices.Equal(st, []uint64{0x9, 0xa, 0xb, 0xc}) {
+		t.Errorf("unwind = %#x %v %v", st, trunc, ok)
+	}
+	if st, trunc, ok := unwind(win, base, hi, 0x9, 0x1010, 2); !ok || !trunc || len(st) != 2 {
+		t.Errorf("depth 2: %#x %v %v", st, trunc, ok)
+	}
+	if st, trunc, ok := unwind(win[:0x50], base, hi, 0x9, 0x1010, 100); !ok || !trunc || len(st) != 3 {
+		t.Errorf("short window: %#x %v %v", st, trunc, ok)
+	}
+	if st, _, ok := unwind(win, base, hi, 0x9, 0, 100); !ok || !slices.Equal(st, []uint64{0x9}) {
+		t.Errorf("no frame pointer: %#x %v", st, ok)
+	}
+	frame(0x1080, 0x1040, 0xc) // points back down: a loop
+	if _, _, ok := unwind(win, base, hi, 0x9, 0x1010, 100); ok {
+		t.Error("accepted a frame chain that goes down the stack")
+	}
+	frame(0x1080, 0x2000, 0xc) // leaves the stack
+	if _, _, ok := unwind(win, base, hi, 0x9, 0x1010, 100); ok {
+		t.Error("accepted a frame pointer outside the stack")
+	}
+}
+
+// TestVMReaderPartial reads this process's own memory (no privilege
+// needed) with an unmapped range in the middle of a batch: that range
+// fails alone.
+func TestVMReaderPartial(t *testing.T) {
+	src := []byte("0123456789abcdef")
+	addr := uint64(uintptr(unsafe.Pointer(&src[0])))
+	m := &vmReader{pid: os.Getpid()}
+	rs := []read{
+		{addr: addr, buf: make([]byte, 4)},
+		{addr: 8, buf: make([]byte, 4)}, // never mapped
+		{addr: addr + 10, buf: make([]byte, 6)},
+		{addr: addr, buf: nil},
+	}
+	m.readAll(rs)
+	if !rs[0].ok || string(rs[0].buf) != "0123" || rs[1].ok || !rs[2].ok || string(rs[2].buf) != "abcdef" || !rs[3].ok {
+		t.Errorf("reads: %+v", rs)
+	}
+	if m.syscalls() != 2 {
+		t.Errorf("%d system calls, want 2 (one stopped by the bad range)", m.syscalls())
+	}
+	f, err := os.Open("/proc/self/mem")
+	if err != nil {
+		t.Skipf("no /proc/self/mem: %v", err)
+	}
+	fm := &fileReader{f: f}
+	defer fm.close()
+	rs[0].ok, rs[2].ok = false, false
+	fm.readAll(rs[:3])
+	if !rs[0].ok || rs[1].ok || !rs[2].ok || string(rs[2].buf) != "abcdef" {
+		t.Errorf("pread reads: %+v", rs)
+	}
+}
