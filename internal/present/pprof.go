@@ -29,6 +29,12 @@ const (
 // thread and state, plus its own Labels. Everything pprof has no field for
 // is stored in "wallprof:v1" comments (see comments.go). The output depends
 // only on p: the same profile gives the same bytes.
+//
+// A Go program's goroutine view (p.Goroutines) adds a fourth sample type,
+// goroutine/nanoseconds, which becomes the default: goroutine samples carry
+// their time there (0 in the thread types, and thread samples 0 in it),
+// with numeric labels pid and goid and string labels gstate, wait_reason,
+// created_by, gofunc and the goroutine's own pprof labels.
 func WritePprof(w io.Writer, p *profile.Profile) error {
 	pp, err := toPprof(p)
 	if err != nil {
@@ -87,14 +93,79 @@ func toPprof(p *profile.Profile) (*pprof.Profile, error) {
 	if err != nil {
 		return nil, err
 	}
+	goView := len(p.Goroutines) > 0
+	if goView {
+		pp.SampleType = append(pp.SampleType, &pprof.ValueType{Type: goroutineType, Unit: "nanoseconds"})
+		pp.DefaultSampleType = goroutineType
+	}
 	for i, s := range p.Samples {
 		ps, err := pprofSample(s, locs)
 		if err != nil {
 			return nil, fmt.Errorf("sample %d: %w", i, err)
 		}
+		if goView {
+			ps.Value = append(ps.Value, 0)
+		}
+		pp.Sample = append(pp.Sample, ps)
+	}
+	for i, g := range p.Goroutines {
+		ps, err := pprofGoSample(g, locs)
+		if err != nil {
+			return nil, fmt.Errorf("goroutine sample %d: %w", i, err)
+		}
 		pp.Sample = append(pp.Sample, ps)
 	}
 	return pp, nil
+}
+
+// goroutineType is the sample type of the goroutine view: each goroutine's
+// time, running, runnable or waiting. Thread samples have 0 in it, and
+// goroutine samples 0 in the thread types, so no sum counts time twice.
+const goroutineType = "goroutine"
+
+// Goroutine label keys.
+const (
+	labelGoID       = "goid"
+	labelGState     = "gstate"
+	labelWaitReason = "wait_reason"
+	labelCreatedBy  = "created_by"
+	labelGoFunc     = "gofunc"
+)
+
+func pprofGoSample(g *profile.GoSample, locs map[*profile.Location]*pprof.Location) (*pprof.Sample, error) {
+	if g == nil {
+		return nil, fmt.Errorf("nil sample")
+	}
+	if g.State >= profile.NumGStates {
+		return nil, fmt.Errorf("unknown goroutine state %d", g.State)
+	}
+	ps := &pprof.Sample{
+		Value:    []int64{0, 0, 0, g.Value},
+		NumLabel: map[string][]int64{labelPID: {int64(g.PID)}},
+		Label:    map[string][]string{labelGState: {g.State.String()}},
+	}
+	if g.GoID != 0 {
+		ps.NumLabel[labelGoID] = []int64{int64(g.GoID)}
+	}
+	for k, v := range map[string]string{labelWaitReason: g.WaitReason, labelCreatedBy: g.CreatedBy, labelGoFunc: g.Func} {
+		if v != "" {
+			ps.Label[k] = []string{v}
+		}
+	}
+	for k, v := range g.Labels {
+		if _, taken := ps.Label[k]; taken || k == labelPID || k == labelGoID {
+			continue // the goroutine's own label cannot hide wallprof's
+		}
+		ps.Label[k] = []string{v}
+	}
+	for _, l := range g.Stack {
+		pl := locs[l]
+		if pl == nil {
+			return nil, fmt.Errorf("stack location is not in Profile.Locs")
+		}
+		ps.Location = append(ps.Location, pl)
+	}
+	return ps, nil
 }
 
 // pprofLocations converts locs, adding them and their functions to pp.
@@ -203,9 +274,20 @@ func fromPprof(pp *pprof.Profile) (*profile.Profile, error) {
 		p.Notes = append(foreignComments, foreignNote(pp, vi))
 	}
 	locs := modelLocations(p, pp, st.kernelMappings)
+	gi := -1
+	for i, t := range pp.SampleType {
+		if t.Type == goroutineType && t.Unit == "nanoseconds" && st.found {
+			gi = i
+		}
+	}
 	for _, s := range pp.Sample {
+		if gi >= 0 && s.Value[gi] != 0 {
+			p.Goroutines = append(p.Goroutines, modelGoSample(s, locs, gi))
+			continue
+		}
 		p.Samples = append(p.Samples, modelSample(s, locs, vi, scale, defState))
 	}
+	p.GoInfo = st.goInfo
 	return p, nil
 }
 
@@ -217,6 +299,9 @@ var timeUnits = map[string]int64{"nanoseconds": 1, "microseconds": 1e3, "millise
 func pickValue(pp *pprof.Profile) (index int, scale int64, err error) {
 	index = -1
 	for _, want := range []string{Wall.String(), CPU.String(), pp.DefaultSampleType} {
+		if want == goroutineType {
+			continue // the second view, read separately
+		}
 		for i, st := range pp.SampleType {
 			if _, ok := timeUnits[st.Unit]; ok && st.Type == want && index < 0 {
 				index = i
@@ -311,6 +396,43 @@ func modelSample(ps *pprof.Sample, locs map[*pprof.Location]*profile.Location, v
 		}
 	}
 	return s
+}
+
+func modelGoSample(ps *pprof.Sample, locs map[*pprof.Location]*profile.Location, gi int) *profile.GoSample {
+	g := &profile.GoSample{
+		Value: ps.Value[gi],
+		PID:   int(firstNum(ps.NumLabel[labelPID])),
+		GoID:  uint64(firstNum(ps.NumLabel[labelGoID])),
+		State: profile.GWaiting,
+	}
+	for k, vs := range ps.Label {
+		if len(vs) == 0 {
+			continue
+		}
+		switch k {
+		case labelGState:
+			if st, ok := profile.ParseGState(vs[0]); ok {
+				g.State = st
+			}
+		case labelWaitReason:
+			g.WaitReason = vs[0]
+		case labelCreatedBy:
+			g.CreatedBy = vs[0]
+		case labelGoFunc:
+			g.Func = vs[0]
+		default:
+			if g.Labels == nil {
+				g.Labels = map[string]string{}
+			}
+			g.Labels[k] = vs[0]
+		}
+	}
+	for _, pl := range ps.Location {
+		if l := locs[pl]; l != nil {
+			g.Stack = append(g.Stack, l)
+		}
+	}
+	return g
 }
 
 func firstNum(v []int64) int64 {

@@ -413,3 +413,59 @@ func TestPprofRoundTripEmpty(t *testing.T) {
 		diffProfiles(t, got, want)
 	}
 }
+
+// goProfile is testProfile with a goroutine view.
+func goProfile() *profile.Profile {
+	p := testProfile()
+	p.Goroutines = []*profile.GoSample{
+		{Stack: p.Samples[0].Stack, PID: p.Samples[0].PID, GoID: 7, State: profile.GWaiting, WaitReason: "chan receive",
+			CreatedBy: "main.start", Func: "main.worker", Labels: map[string]string{"handler": "search"}, Value: 3e6},
+		{Stack: p.Samples[1].Stack, PID: p.Samples[1].PID, State: profile.GRunning, Func: "main.worker", CreatedBy: "main.start", Value: 2e6},
+		{Stack: p.Samples[0].Stack, PID: p.Samples[0].PID, GoID: 1, State: profile.GRunnable, Func: "main.main", Value: 1e6},
+	}
+	p.GoInfo = &profile.GoInfo{Version: "go1.26.0", Snapshots: 99, Interval: 10 * time.Millisecond, MaxGoroutines: 12, Dropped: 2, Retried: 5}
+	return p
+}
+
+// The goroutine view survives a round trip, and it is a sample type of its
+// own: the thread types do not count it, and it is the default.
+func TestPprofGoroutinesRoundTrip(t *testing.T) {
+	want := goProfile()
+	data := writePprof(t, want)
+	got, err := ReadProfile(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Error("round trip changed the profile")
+		diffProfiles(t, got, want)
+	}
+	pp, err := pprof.ParseData(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pp.DefaultSampleType != "goroutine" || len(pp.SampleType) != 4 || pp.SampleType[3].Type != "goroutine" {
+		t.Fatalf("sample types %v, default %q", pp.SampleType, pp.DefaultSampleType)
+	}
+	var thread, gor int64
+	for _, s := range pp.Sample {
+		thread += s.Value[0]
+		gor += s.Value[3]
+		if s.Value[0] != 0 && s.Value[3] != 0 {
+			t.Errorf("a sample counts in both views: %v", s.Value)
+		}
+	}
+	var wantThread int64
+	for _, s := range want.Samples {
+		wantThread += s.Value
+	}
+	if thread != wantThread || gor != 6e6 {
+		t.Errorf("wall %d (want %d), goroutine %d (want 6e6)", thread, wantThread, gor)
+	}
+	// pprof's own tag filter sees the labels.
+	for _, s := range pp.Sample {
+		if s.Value[3] == 3e6 && (s.Label["wait_reason"][0] != "chan receive" || s.NumLabel["goid"][0] != 7 || s.Label["handler"][0] != "search") {
+			t.Errorf("labels %v %v", s.Label, s.NumLabel)
+		}
+	}
+}

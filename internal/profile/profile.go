@@ -137,7 +137,11 @@ type Profile struct {
 	Mappings []*Mapping
 	Locs     []*Location
 	Samples  []*Sample
-	Threads  []*Thread
+	// Goroutines is the goroutine view of a Go program (nil otherwise), and
+	// GoInfo how it was read.
+	Goroutines []*GoSample
+	GoInfo     *GoInfo
+	Threads    []*Thread
 	// Lost counts what was lost during the recording, by cause
 	// ("ringbuf-full", "stack-read-failed", "thread-map-full", ...).
 	Lost map[string]uint64
