@@ -34,6 +34,7 @@ var expected = []expectation{
 	{"main.acceptConn", "main.spawnAccept", []string{"IO wait"}},
 	{"main.deepWait", "main.spawnDeep", []string{"chan receive"}},
 	{"main.labeledWait", "main.spawnLabeled", []string{"chan receive"}},
+	{"main.manyLabelsWait", "main.spawnManyLabels", []string{"chan receive"}},
 }
 
 // build is one way of building goparked.
@@ -152,8 +153,8 @@ func snapshotUntilFound(t *testing.T, r *Reader) Snapshot {
 			}
 		}
 		if missing == 0 || time.Now().After(deadline) {
-			t.Logf("%s, allgs via %s: %d goroutines of %d allgs, %d dropped, %d retried",
-				r.GoVersion(), r.AllgsSource(), len(snap.Goroutines), snap.AllGs, snap.Dropped, snap.Retried)
+			t.Logf("%s, allgs via %s: %d goroutines of %d allgs, %d dropped, %d retried, %d label errors",
+				r.GoVersion(), r.AllgsSource(), len(snap.Goroutines), snap.AllGs, snap.Dropped, snap.Retried, snap.LabelErrors)
 			return snap
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -218,6 +219,18 @@ func checkExpected(t *testing.T, r *Reader, snap Snapshot) {
 		}
 		if hasParent && g.ParentID != 1 {
 			t.Errorf("%s: parent goroutine %d, want 1 (main)", desc, g.ParentID)
+		}
+		wantLabels := []Label(nil)
+		switch e.fn {
+		case "main.labeledWait":
+			wantLabels = []Label{{"shard", "7"}, {"worker", "labeled"}}
+		case "main.manyLabelsWait":
+			for i := 0; i < 10; i++ {
+				wantLabels = append(wantLabels, Label{fmt.Sprintf("k%d", i), fmt.Sprintf("v%d", i)})
+			}
+		}
+		if !slices.Equal(g.Labels, wantLabels) {
+			t.Errorf("%s: labels %q, want %q", desc, g.Labels, wantLabels)
 		}
 		if e.fn == "main.deepWait" {
 			if n := countOf(frames(r, g), "main.recurse"); n != 41 {

@@ -138,6 +138,7 @@ func (r *Reader) goroutine(p *gplan, tid int, stack []uint64, truncated bool) Go
 		ID: p.v.goid, ParentID: p.v.parent, Status: p.status,
 		GoPC: p.v.gopc, StartPC: p.v.startpc, Addr: p.gp, TID: tid,
 		System: r.isSystem(p.v.startpc), Stack: stack, Truncated: truncated,
+		labelsAddr: p.v.labels,
 	}
 	if p.status == Waiting {
 		g.WaitReason = r.layout.WaitReason(uint8(p.v.wait))

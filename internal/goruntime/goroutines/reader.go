@@ -61,6 +61,7 @@ type Reader struct {
 	snapshots int                     // number of the next snapshot
 	stacks    map[uint64]*cachedStack // by g address
 	cacheAge  int                     // 0: no stack cache
+	labelSets map[uint64]*labelSet    // by address
 }
 
 // SetStackCache sets for how many snapshots (at least; up to 15 more) the

@@ -34,7 +34,11 @@ type Goroutine struct {
 	// System marks runtime-internal goroutines (entry function in package
 	// runtime, other than runtime.main), as runtime.Stack hides them.
 	System bool
+	// Labels are the goroutine's pprof labels, sorted by key.
+	Labels []Label
 	Addr   uint64 // address of its runtime.g
+
+	labelsAddr uint64 // g.labels
 }
 
 // Snapshot is the goroutine table at one moment.
@@ -51,6 +55,9 @@ type Snapshot struct {
 	// because their g had not changed since an earlier snapshot read it
 	// (see Reader.SetStackCache).
 	CachedStacks int
+	// LabelErrors counts goroutines with labels that could not be read
+	// (the label set changed while read, or is beyond the reader's limits).
+	LabelErrors int
 	// AllGs is the length of runtime.allgs (dead goroutines included).
 	AllGs int
 }
@@ -91,6 +98,11 @@ func (r *Reader) Snapshot() (Snapshot, error) {
 		pending = r.readGoroutines(pending, &snap)
 	}
 	r.scratch.pending = pending[:0]
+	ptrs := make([]uint64, len(snap.Goroutines))
+	for i, g := range snap.Goroutines {
+		ptrs[i] = g.labelsAddr
+	}
+	r.readLabels(&snap, ptrs)
 	for gp, c := range r.stacks {
 		if c.seen != r.snapshots {
 			delete(r.stacks, gp) // exited, or read afresh this time
@@ -132,9 +144,9 @@ func (r *Reader) readAllgs() ([]uint64, error) {
 
 // gview is the part of a runtime.g that the reader uses.
 type gview struct {
-	goid, parent, status, wait  uint64
-	lo, hi, sp, pc, bp, m, gopc uint64
-	startpc                     uint64
+	goid, parent, status, wait, labels uint64
+	lo, hi, sp, pc, bp, m, gopc        uint64
+	startpc                            uint64
 }
 
 func (r *Reader) parseG(b []byte) gview {
@@ -151,6 +163,7 @@ func (r *Reader) parseG(b []byte) gview {
 		m:       word(b, o.GM),
 		gopc:    word(b, o.GGopc),
 		startpc: word(b, o.GStartpc),
+		labels:  word(b, o.GLabels),
 	}
 	if o.GParentGoid >= 0 {
 		v.parent = word(b, o.GParentGoid)

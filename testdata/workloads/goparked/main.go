@@ -14,7 +14,8 @@
 //	main.readPipe          main.spawnPipe      read of an os.Pipe (IO wait)
 //	main.acceptConn        main.spawnAccept    TCP Accept (IO wait)
 //	main.deepWait          main.spawnDeep      channel receive under 40 frames of main.recurse
-//	main.labeledWait       main.spawnLabeled   channel receive inside pprof.Do(worker=labeled)
+//	main.labeledWait       main.spawnLabeled   channel receive inside pprof.Do(worker=labeled, shard=7)
+//	main.manyLabelsWait    main.spawnManyLabels channel receive inside pprof.Do(k0=v0 ... k9=v9)
 //	main.spin              main.spawnSpin      nothing: computes forever
 //	main.parkedMany        main.spawnMany      channel receive (-n of them, default 0)
 //
@@ -66,6 +67,7 @@ func main() {
 	ln := spawnAccept()
 	spawnDeep()
 	spawnLabeled()
+	spawnManyLabels()
 	spawnSpin()
 	spawnMany(*many)
 	started.Wait()
@@ -208,7 +210,26 @@ func spawnLabeled() { started.Add(1); go labeledWait() }
 
 //go:noinline
 func labeledWait() {
-	pprof.Do(context.Background(), pprof.Labels("worker", "labeled"), func(context.Context) {
+	pprof.Do(context.Background(), pprof.Labels("worker", "labeled", "shard", "7"), func(context.Context) {
+		started.Done()
+		<-never
+		atomic.AddInt64(&woken, 1)
+	})
+}
+
+//go:noinline
+func spawnManyLabels() { started.Add(1); go manyLabelsWait() }
+
+// manyLabelsWait has more labels than one map bucket holds (Go 1.20–1.23
+// keep labels in a map).
+//
+//go:noinline
+func manyLabelsWait() {
+	var kv []string
+	for i := 0; i < 10; i++ {
+		kv = append(kv, fmt.Sprintf("k%d", i), fmt.Sprintf("v%d", i))
+	}
+	pprof.Do(context.Background(), pprof.Labels(kv...), func(context.Context) {
 		started.Done()
 		<-never
 		atomic.AddInt64(&woken, 1)

@@ -1,0 +1,228 @@
+package goroutines
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/wallprof/wallprof/internal/goruntime/rtlayout"
+)
+
+// Label is one pprof label of a goroutine (runtime/pprof.Do,
+// SetGoroutineLabels).
+type Label struct {
+	Key, Value string
+}
+
+// Limits on what is read of a label set: beyond them its labels are not
+// read (Snapshot.LabelErrors counts it).
+const (
+	maxLabels      = 64
+	maxLabelString = 4096
+	maxMapB        = 4 // 16 buckets, up to 104 labels
+)
+
+// labelSet is a decoded label set and the header it was read from.
+type labelSet struct {
+	header [24]byte // the bytes at the g.labels pointer
+	labels []Label
+	seen   int
+}
+
+// strRef is a string header in the target.
+type strRef struct{ ptr, n uint64 }
+
+// readLabels fills in the Labels of the goroutines in snap. Label sets are
+// immutable once a goroutine points to them, so a set whose first bytes
+// read the same as in an earlier snapshot is taken from the cache.
+func (r *Reader) readLabels(snap *Snapshot, ptrs []uint64) {
+	var want []uint64 // distinct label set addresses
+	for _, p := range ptrs {
+		if p != 0 && !slices.Contains(want, p) {
+			want = append(want, p)
+		}
+	}
+	if len(want) == 0 {
+		return
+	}
+	if r.labelSets == nil {
+		r.labelSets = make(map[uint64]*labelSet)
+	}
+	heads := make([]read, len(want))
+	hbuf := make([]byte, 24*len(want))
+	for i, p := range want {
+		heads[i] = read{addr: p, buf: hbuf[i*24 : i*24+24]}
+	}
+	r.mem.readAll(heads)
+	sets := make(map[uint64][]Label, len(want))
+	var fresh []uint64
+	for i, p := range want {
+		if !heads[i].ok {
+			continue
+		}
+		if c, ok := r.labelSets[p]; ok && string(c.header[:]) == string(heads[i].buf) {
+			c.seen = r.snapshots
+			sets[p] = c.labels
+			continue
+		}
+		fresh = append(fresh, p)
+	}
+	if len(fresh) > 0 {
+		var decoded map[uint64][]Label
+		if r.layout.Labels() == rtlayout.LabelsSlice {
+			decoded = r.readLabelSlices(fresh, heads, want)
+		} else {
+			decoded = r.readLabelMaps(fresh, heads, want)
+		}
+		for i, p := range want {
+			if ls, ok := decoded[p]; ok {
+				c := &labelSet{labels: ls, seen: r.snapshots}
+				copy(c.header[:], heads[i].buf)
+				r.labelSets[p] = c
+				sets[p] = ls
+			}
+		}
+	}
+	for i := range snap.Goroutines {
+		if p := ptrs[i]; p != 0 {
+			ls, ok := sets[p]
+			if !ok {
+				snap.LabelErrors++
+			}
+			snap.Goroutines[i].Labels = ls
+		}
+	}
+	for p, c := range r.labelSets {
+		if c.seen != r.snapshots {
+			delete(r.labelSets, p)
+		}
+	}
+}
+
+// header returns the bytes read at label set address p.
+func header(p uint64, heads []read, want []uint64) []byte {
+	return heads[slices.Index(want, p)].buf
+}
+
+// readLabelSlices decodes label sets of Go 1.24+: {list []label}.
+func (r *Reader) readLabelSlices(fresh []uint64, heads []read, want []uint64) map[uint64][]Label {
+	lists := make([]read, 0, len(fresh))
+	owner := make([]uint64, 0, len(fresh))
+	for _, p := range fresh {
+		h := header(p, heads, want)
+		list, n := word(h, rtlayout.LabelSliceOffset), word(h, rtlayout.LabelSliceOffset+8)
+		if n == 0 || n > maxLabels || list == 0 {
+			continue
+		}
+		lists = append(lists, read{addr: list, buf: make([]byte, n*rtlayout.LabelSize)})
+		owner = append(owner, p)
+	}
+	r.mem.readAll(lists)
+	refs := make(map[uint64][]strRef)
+	for i, rd := range lists {
+		if !rd.ok {
+			continue
+		}
+		var rs []strRef
+		for off := 0; off < len(rd.buf); off += rtlayout.StringHeaderBytes {
+			rs = append(rs, strRef{word(rd.buf, off), word(rd.buf, off+8)})
+		}
+		refs[owner[i]] = rs
+	}
+	return r.readLabelStrings(refs)
+}
+
+// readLabelMaps decodes label sets of Go 1.20–1.23: *map[string]string.
+// Maps that are growing or have overflow buckets are not read.
+func (r *Reader) readLabelMaps(fresh []uint64, heads []read, want []uint64) map[uint64][]Label {
+	hmaps := make([]read, len(fresh))
+	for i, p := range fresh {
+		hmaps[i] = read{addr: word(header(p, heads, want), 0), buf: make([]byte, 48)}
+	}
+	r.mem.readAll(hmaps)
+	buckets := make([]read, 0, len(fresh))
+	owner := make([]uint64, 0, len(fresh))
+	for i, h := range hmaps {
+		if !h.ok || h.addr == 0 {
+			continue
+		}
+		b := h.buf[rtlayout.HmapB]
+		if word(h.buf, rtlayout.HmapOldbuckets) != 0 || b > maxMapB || word(h.buf, rtlayout.HmapBuckets) == 0 {
+			continue
+		}
+		buckets = append(buckets, read{addr: word(h.buf, rtlayout.HmapBuckets), buf: make([]byte, rtlayout.BucketSize<<b)})
+		owner = append(owner, fresh[i])
+	}
+	r.mem.readAll(buckets)
+	refs := make(map[uint64][]strRef)
+	for i, rd := range buckets {
+		rs, ok := bucketStrings(rd)
+		if ok {
+			refs[owner[i]] = rs
+		}
+	}
+	return r.readLabelStrings(refs)
+}
+
+// bucketStrings returns the key and value headers of the used slots of
+// the buckets read in rd, or false if one has an overflow bucket.
+func bucketStrings(rd read) ([]strRef, bool) {
+	if !rd.ok {
+		return nil, false
+	}
+	var rs []strRef
+	for b := 0; b+rtlayout.BucketSize <= len(rd.buf); b += rtlayout.BucketSize {
+		bk := rd.buf[b : b+rtlayout.BucketSize]
+		if word(bk, rtlayout.BucketOverflow) != 0 {
+			return nil, false
+		}
+		for slot := 0; slot < 8; slot++ {
+			if bk[slot] < rtlayout.BucketMinTopHash {
+				continue
+			}
+			k := rtlayout.BucketKeys + slot*rtlayout.StringHeaderBytes
+			v := rtlayout.BucketValues + slot*rtlayout.StringHeaderBytes
+			rs = append(rs, strRef{word(bk, k), word(bk, k+8)}, strRef{word(bk, v), word(bk, v+8)})
+		}
+	}
+	return rs, true
+}
+
+// readLabelStrings reads the strings of each set (key, value, key, ...)
+// and returns the sets sorted by key.
+func (r *Reader) readLabelStrings(refs map[uint64][]strRef) map[uint64][]Label {
+	var reads []read
+	type span struct {
+		set        uint64
+		start, end int
+	}
+	var spans []span
+	for p, rs := range refs {
+		bad := false
+		for _, s := range rs {
+			bad = bad || s.n > maxLabelString || (s.n > 0 && s.ptr == 0)
+		}
+		if bad {
+			continue
+		}
+		start := len(reads)
+		for _, s := range rs {
+			reads = append(reads, read{addr: s.ptr, buf: make([]byte, s.n)})
+		}
+		spans = append(spans, span{p, start, len(reads)})
+	}
+	r.mem.readAll(reads)
+	out := make(map[uint64][]Label, len(spans))
+	for _, sp := range spans {
+		var ls []Label
+		ok := true
+		for i := sp.start; i+1 < sp.end; i += 2 {
+			ok = ok && reads[i].ok && reads[i+1].ok
+			ls = append(ls, Label{string(reads[i].buf), string(reads[i+1].buf)})
+		}
+		if ok {
+			slices.SortFunc(ls, func(a, b Label) int { return strings.Compare(a.Key, b.Key) })
+			out[sp.set] = ls
+		}
+	}
+	return out
+}
