@@ -11,10 +11,12 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/wallprof/wallprof/internal/collect"
+	"github.com/wallprof/wallprof/internal/goview"
 	"github.com/wallprof/wallprof/internal/linux"
 	"github.com/wallprof/wallprof/internal/present"
 	"github.com/wallprof/wallprof/internal/profile"
@@ -55,6 +57,7 @@ type recordFlags struct {
 	format   string
 	quiet    bool
 	stats    string
+	gview    string
 }
 
 func parseRecordFlags(args []string, stderr io.Writer) (*recordFlags, []string, int) {
@@ -70,6 +73,7 @@ func parseRecordFlags(args []string, stderr io.Writer) (*recordFlags, []string, 
 	fs.DurationVar(&f.duration, "duration", 0, "stop after this long, e.g. 30s (default: until Ctrl-C or the target exits)")
 	fs.StringVar(&f.format, "format", "pprof", "output format: pprof (gzipped protobuf) or collapsed (folded stacks, nanoseconds)")
 	fs.BoolVar(&f.quiet, "q", false, "print nothing but errors")
+	fs.StringVar(&f.gview, "goroutines", "auto", "the goroutine view of a Go program (its goroutines' time running, runnable and waiting, with wait reasons): auto (when the target is a Go program) or off")
 	fs.StringVar(&f.stats, "bpf-stats", "sampled", "how to measure wallprof's own BPF run time: sampled (the kernel's BPF statistics on 10% of the time, total extrapolated), full (on all the time: exact, but they cost two clock reads per probe run, about as much as the probes), off")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, recordUsage)
@@ -100,6 +104,9 @@ func parseRecordFlags(args []string, stderr io.Writer) (*recordFlags, []string, 
 		return nil, nil, exitUsage
 	case f.stats != "sampled" && f.stats != "full" && f.stats != "off":
 		fmt.Fprintf(stderr, "wallprof record: unknown --bpf-stats %q: use sampled, full or off.\n", f.stats)
+		return nil, nil, exitUsage
+	case f.gview != "auto" && f.gview != "off":
+		fmt.Fprintf(stderr, "wallprof record: unknown --goroutines %q: use auto or off.\n", f.gview)
 		return nil, nil, exitUsage
 	case f.format != "pprof" && f.format != "collapsed":
 		fmt.Fprintf(stderr, "wallprof record: unknown --format %q: use pprof or collapsed.\n", f.format)
@@ -228,6 +235,12 @@ type recording struct {
 	command string
 	notes   []string
 	stopped time.Time
+
+	gomu   sync.Mutex
+	gview  *goview.Sampler // the goroutine view of a Go target, or nil
+	gopid  int
+	gostop chan struct{} // closed when the recording stops
+	gonote string        // why there is no goroutine view, or why it is partial
 }
 
 func (r *recording) newSession(pid int, follow bool) error {
@@ -276,6 +289,7 @@ func (r *recording) attach(ctx context.Context, pid int) int {
 		close(exited)
 	}()
 	go r.session.Run(r.agg.Add)
+	r.startGoroutines(pid, "")
 	r.started(fmt.Sprintf("process %d (%s)", pid, r.command))
 	why := r.wait(ctx, exited)
 	close(done)
@@ -324,6 +338,7 @@ func (r *recording) launch(ctx context.Context, path string, args []string) int 
 	r.started(fmt.Sprintf("%q (pid %d) and its children", r.command, pid))
 	gateW.Write([]byte("\n"))
 	gateW.Close()
+	go r.startGoroutines(pid, gateExe(pid))
 
 	exited := make(chan struct{})
 	var waitErr error
@@ -411,6 +426,7 @@ func (r *recording) wait(ctx context.Context, exited <-chan struct{}) stopReason
 }
 
 func (r *recording) stop(why stopReason) int {
+	r.stopGoroutines()
 	res, err := r.session.Stop()
 	r.stopped = time.Now()
 	if err != nil {
@@ -444,8 +460,97 @@ func (r *recording) build() *profile.Profile {
 		r.notes = append(r.notes, fmt.Sprintf("kernel frames are not symbolized: %v", err))
 	}
 	p := collect.Build(r.result, r.agg, kr, r.command)
+	if r.gview != nil {
+		if res := r.agg.Resolver(uint32(r.gopid)); res != nil {
+			r.gview.Attach(p, res)
+		} else {
+			r.gview.Attach(p, nil)
+		}
+	}
 	p.Notes = append(p.Notes, r.notes...)
+	if r.gonote != "" {
+		p.Notes = append(p.Notes, r.gonote)
+	}
 	return p
+}
+
+// gateExe is the executable of the launch gate (the shell that waits to
+// exec the command), read before it execs.
+func gateExe(pid int) string {
+	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	return exe
+}
+
+// startGoroutines starts the goroutine view when pid is a Go program. For a
+// launched command, gate is the shell's executable: wait until the process
+// has exec'ed the command and its runtime has started.
+func (r *recording) startGoroutines(pid int, gate string) {
+	if r.flags.gview == "off" {
+		return
+	}
+	r.gomu.Lock()
+	if r.gostop == nil {
+		r.gostop = make(chan struct{})
+	}
+	stop := r.gostop
+	r.gomu.Unlock()
+	interval := max(time.Second/time.Duration(r.flags.freq), goroutineMinInterval)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if gate != "" {
+			if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && exe == gate {
+				goto wait // not exec'ed yet
+			}
+		}
+		if s, err := goview.Start(pid, interval); err == nil {
+			r.gomu.Lock()
+			defer r.gomu.Unlock()
+			select {
+			case <-stop:
+				s.Stop()
+				return
+			default:
+			}
+			r.gview, r.gopid = s, pid
+			return
+		} else if errors.Is(err, goview.ErrNotGo) || gate == "" || time.Now().After(deadline) {
+			if !errors.Is(err, goview.ErrNotGo) {
+				r.gomu.Lock()
+				r.gonote = fmt.Sprintf("no goroutine view: %v", err)
+				r.gomu.Unlock()
+			}
+			return
+		}
+		// Launched: the runtime may not have set up its goroutine table yet.
+	wait:
+		select {
+		case <-stop:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// goroutineMinInterval bounds how often the goroutine table is read.
+const goroutineMinInterval = 10 * time.Millisecond
+
+// stopGoroutines ends the goroutine snapshots.
+func (r *recording) stopGoroutines() {
+	r.gomu.Lock()
+	defer r.gomu.Unlock()
+	if r.gostop == nil {
+		r.gostop = make(chan struct{})
+	}
+	select {
+	case <-r.gostop:
+	default:
+		close(r.gostop)
+	}
+	if r.gview != nil {
+		if err := r.gview.Stop(); err != nil && linux.ProcessExists(r.gopid) {
+			r.gonote = fmt.Sprintf("the goroutine view stopped early: %v", err)
+		}
+	}
 }
 
 func (r *recording) write(out *output, p *profile.Profile) error {
@@ -472,6 +577,13 @@ func (r *recording) summary(p *profile.Profile) {
 	}
 	fmt.Fprintf(w, "wallprof: recorded %s of %q: %d threads, %d stack samples, lost events: %s\n",
 		p.Duration.Round(time.Millisecond), p.Command, len(p.Threads), nsamples, lostSummary(p.Lost))
+	if r.gonote != "" {
+		fmt.Fprintf(w, "wallprof: %s\n", r.gonote)
+	}
+	if g := p.GoInfo; g != nil {
+		fmt.Fprintf(w, "wallprof: goroutines (%s): up to %d, goroutine table read %d times every %s, %d inconsistent reads dropped; see 'wallprof report --goroutines'\n",
+			g.Version, g.MaxGoroutines, g.Snapshots, g.Interval, g.Dropped)
+	}
 	if c := p.Cost; c != nil && c.BPFStatsShare > 0 {
 		est := ""
 		if c.BPFStatsShare < 0.999 {

@@ -1,0 +1,421 @@
+// Package goview builds the goroutine view of a Go program's recording:
+// each goroutine's time running, runnable (waiting for a P) and waiting
+// (with the runtime's wait reason), from outside the process.
+//
+// Waiting and runnable time come from snapshots of the goroutine table
+// (internal/goruntime/goroutines) taken at a fixed rate while recording:
+// every goroutine that is not running at a snapshot is charged the time
+// since the previous snapshot, with the stack it parked with. That weighs
+// each goroutine by the time it spends in each state, so ten goroutines
+// sleeping are ten times one goroutine's sleeping time; groups (by
+// creation site) then say how many goroutines share it.
+//
+// Running time comes from the thread view's on-CPU samples whose stack is a
+// goroutine's (it ends in runtime.goexit): the exact CPU time, with the
+// exact stack. Saved registers of a running goroutine are stale, so
+// snapshots never charge running time.
+package goview
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/wallprof/wallprof/internal/goruntime/goroutines"
+	"github.com/wallprof/wallprof/internal/profile"
+)
+
+// ErrNotGo is wrapped by Start's error when the target is not a Go program.
+var ErrNotGo = goroutines.ErrNotGo
+
+// Sampler snapshots one process's goroutines until stopped.
+type Sampler struct {
+	pid      int
+	r        *goroutines.Reader
+	interval time.Duration
+
+	mu      sync.Mutex
+	entries map[string]*entry
+	order   []*entry
+	funcs   map[string]map[string]int // goroutine function -> creator -> goroutines seen
+	info    profile.GoInfo
+	err     error // the error that ended the snapshots early, if any
+
+	stop chan struct{}
+	done chan struct{}
+	key  []byte
+}
+
+// entry is aggregated time of one goroutine in one state with one stack.
+type entry struct {
+	goid       uint64
+	state      profile.GState
+	reason     string
+	gopc       uint64
+	startpc    uint64
+	stack      []uint64
+	value      int64
+	createdBy  string
+	goFunction string
+}
+
+// Start opens the goroutine table of pid and snapshots it every interval
+// until Stop. It fails, wrapping ErrNotGo, when pid is not a Go program.
+func Start(pid int, interval time.Duration) (*Sampler, error) {
+	r, err := goroutines.Open(pid)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sampler{pid: pid, r: r, interval: interval, entries: map[string]*entry{},
+		funcs: map[string]map[string]int{}, stop: make(chan struct{}), done: make(chan struct{})}
+	s.info.Version = r.GoVersion()
+	s.info.Interval = interval
+	go s.loop()
+	return s, nil
+}
+
+// Version returns the target's Go version.
+func (s *Sampler) Version() string { return s.info.Version }
+
+func (s *Sampler) loop() {
+	defer close(s.done)
+	tick := time.NewTicker(s.interval)
+	defer tick.Stop()
+	var last time.Time
+	for {
+		snap, err := s.r.Snapshot()
+		if err != nil {
+			s.mu.Lock()
+			s.err = err
+			s.mu.Unlock()
+			return
+		}
+		w := s.interval
+		if !last.IsZero() {
+			w = snap.Time.Sub(last)
+		}
+		last = snap.Time
+		s.add(snap, w)
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// Stop ends the snapshots. It returns the error that ended them early (the
+// process exited, say), or nil.
+func (s *Sampler) Stop() error {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	<-s.done
+	s.r.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil && !errors.Is(s.err, goroutines.ErrNotGo) {
+		return s.err
+	}
+	return nil
+}
+
+// add charges one snapshot's goroutines w each.
+func (s *Sampler) add(snap goroutines.Snapshot, w time.Duration) {
+	table := s.r.Table()
+	bias := s.r.LoadBias()
+	name := func(pc uint64) string {
+		if pc == 0 {
+			return ""
+		}
+		if _, _, fn, ok := table.FuncRange(pc - bias); ok {
+			return fn
+		}
+		return ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.info.Snapshots++
+	s.info.Dropped += snap.Dropped
+	s.info.Retried += snap.Retried
+	n := 0
+	for i := range snap.Goroutines {
+		g := &snap.Goroutines[i]
+		if g.System {
+			continue
+		}
+		n++
+		var st profile.GState
+		reason := ""
+		switch g.Status {
+		case goroutines.Runnable, goroutines.Preempted:
+			st = profile.GRunnable
+		case goroutines.Waiting:
+			st, reason = profile.GWaiting, g.WaitReason
+		case goroutines.Syscall:
+			st, reason = profile.GWaiting, "syscall"
+		case goroutines.Running, goroutines.Copystack:
+			// Charged from on-CPU samples; remember who creates what.
+			s.creator(g, name)
+			continue
+		default:
+			continue
+		}
+		if len(g.Stack) == 0 {
+			continue
+		}
+		e := s.entry(g, st, reason)
+		e.value += int64(w)
+		if e.createdBy == "" && e.goFunction == "" {
+			e.createdBy = nameCall(name, g.GoPC)
+			e.goFunction = name(g.StartPC)
+		}
+		s.creator(g, name)
+	}
+	s.info.MaxGoroutines = max(s.info.MaxGoroutines, n)
+}
+
+// nameCall names the function containing a return address.
+func nameCall(name func(uint64) string, ret uint64) string {
+	if ret == 0 {
+		return ""
+	}
+	return name(ret - 1)
+}
+
+// creator records that a goroutine running fn was created by the function
+// of its gopc.
+func (s *Sampler) creator(g *goroutines.Goroutine, name func(uint64) string) {
+	fn := name(g.StartPC)
+	if fn == "" {
+		return
+	}
+	m := s.funcs[fn]
+	if m == nil {
+		m = map[string]int{}
+		s.funcs[fn] = m
+	}
+	m[nameCall(name, g.GoPC)]++
+}
+
+func (s *Sampler) entry(g *goroutines.Goroutine, st profile.GState, reason string) *entry {
+	k := s.key[:0]
+	k = fmt.Appendf(k, "%d/%d/%s/%d/%d/", g.ID, st, reason, g.GoPC, g.StartPC)
+	for _, pc := range g.Stack {
+		k = fmt.Appendf(k, "%x,", pc)
+	}
+	s.key = k
+	e := s.entries[string(k)]
+	if e == nil {
+		e = &entry{goid: g.ID, state: st, reason: reason, gopc: g.GoPC, startpc: g.StartPC, stack: append([]uint64(nil), g.Stack...)}
+		s.entries[string(k)] = e
+		s.order = append(s.order, e)
+	}
+	return e
+}
+
+// Resolver names the addresses of the target (symbolize.Process).
+type Resolver interface {
+	Resolve(addr uint64) (*profile.Mapping, []profile.Frame)
+}
+
+// Attach adds the goroutine view to p, the recording's thread view: the
+// snapshots' runnable and waiting time, and the running time of the on-CPU
+// samples of the sampled process. Call it after Stop.
+func (s *Sampler) Attach(p *profile.Profile, r Resolver) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := newInterner(p, s.pid, r)
+	for _, e := range s.order {
+		g := &profile.GoSample{PID: s.pid, GoID: e.goid, State: e.state, WaitReason: e.reason,
+			CreatedBy: e.createdBy, Func: e.goFunction, Value: e.value}
+		for i, pc := range e.stack {
+			// stack[0] is where the goroutine will resume (an exact pc);
+			// the others are return addresses.
+			g.Stack = append(g.Stack, in.loc(pc, i == 0))
+		}
+		p.Goroutines = append(p.Goroutines, g)
+	}
+	for _, ts := range p.Samples {
+		if ts.PID != s.pid || ts.State != profile.OnCPU {
+			continue
+		}
+		fn, ok := goroutineFunc(ts.Stack)
+		if !ok || isSystemFunc(fn) {
+			continue // the scheduler, GC workers, signal handling: not a goroutine's own work
+		}
+		p.Goroutines = append(p.Goroutines, &profile.GoSample{Stack: ts.Stack, PID: s.pid, State: profile.GRunning,
+			Func: fn, CreatedBy: s.likelyCreator(fn), Value: ts.Value})
+	}
+	info := s.info
+	p.GoInfo = &info
+}
+
+// likelyCreator is the function that created most goroutines running fn.
+func (s *Sampler) likelyCreator(fn string) string {
+	best, n := "", 0
+	for c, k := range s.funcs[fn] {
+		if k > n || k == n && c < best {
+			best, n = c, k
+		}
+	}
+	return best
+}
+
+// goroutineFunc returns the function a goroutine stack started in: the
+// frame just above runtime.goexit at the root. ok is false for stacks that
+// are not a goroutine's (the scheduler's g0, signal handlers).
+func goroutineFunc(stack []*profile.Location) (string, bool) {
+	var frames []profile.Frame // root last
+	for _, l := range stack {
+		if l.Mapping != nil && l.Mapping.Kernel {
+			continue
+		}
+		frames = append(frames, l.Frames...)
+	}
+	n := len(frames)
+	if n < 2 || frames[n-1].Function != "runtime.goexit" {
+		return "", false
+	}
+	return frames[n-2].Function, true
+}
+
+// isSystemFunc reports whether fn is the function of a runtime goroutine
+// (as runtime.Stack hides them): package runtime, but runtime.main.
+func isSystemFunc(fn string) bool {
+	return strings.HasPrefix(fn, "runtime.") && fn != "runtime.main"
+}
+
+// interner adds locations to a profile, reusing those of the process's
+// thread samples at the same address.
+type interner struct {
+	p      *profile.Profile
+	r      Resolver
+	byAddr map[uint64]*profile.Location
+	maps   map[profile.Mapping]*profile.Mapping
+}
+
+func newInterner(p *profile.Profile, pid int, r Resolver) *interner {
+	in := &interner{p: p, r: r, byAddr: map[uint64]*profile.Location{}, maps: map[profile.Mapping]*profile.Mapping{}}
+	for _, s := range p.Samples {
+		if s.PID != pid {
+			continue
+		}
+		for _, l := range s.Stack {
+			if l.Mapping == nil || !l.Mapping.Kernel {
+				in.byAddr[l.Address] = l
+			}
+		}
+	}
+	for _, m := range p.Mappings {
+		if m != nil {
+			in.maps[mapKey(m)] = m
+		}
+	}
+	return in
+}
+
+func mapKey(m *profile.Mapping) profile.Mapping {
+	return profile.Mapping{Start: m.Start, Limit: m.Limit, Offset: m.Offset, File: m.File}
+}
+
+func (in *interner) loc(pc uint64, exact bool) *profile.Location {
+	addr := pc
+	if !exact && addr > 0 {
+		addr-- // the call, not the instruction after it
+	}
+	if l, ok := in.byAddr[addr]; ok {
+		return l
+	}
+	l := &profile.Location{ID: uint64(len(in.p.Locs) + 1), Address: addr}
+	var m *profile.Mapping
+	if in.r != nil {
+		m, l.Frames = in.r.Resolve(addr)
+	}
+	if len(l.Frames) == 0 {
+		l.Frames = []profile.Frame{{Function: fmt.Sprintf("[unknown]+0x%x", addr)}}
+	}
+	if m != nil {
+		k := mapKey(m)
+		pm := in.maps[k]
+		if pm == nil {
+			c := *m
+			c.ID = uint64(len(in.p.Mappings) + 1)
+			pm = &c
+			in.p.Mappings = append(in.p.Mappings, pm)
+			in.maps[k] = pm
+		}
+		l.Mapping = pm
+	}
+	in.byAddr[addr] = l
+	in.p.Locs = append(in.p.Locs, l)
+	return l
+}
+
+// Groups sums a goroutine view by group (creation site, else the
+// goroutine's function), most time first.
+func Groups(gs []*profile.GoSample) []Group {
+	by := map[string]*Group{}
+	ids := map[string]map[uint64]bool{}
+	for _, g := range gs {
+		k := GroupKey(g)
+		grp := by[k]
+		if grp == nil {
+			grp = &Group{Key: k, CreatedBy: g.CreatedBy, Reasons: map[string]int64{}}
+			by[k] = grp
+			ids[k] = map[uint64]bool{}
+		}
+		if grp.Func == "" {
+			grp.Func = g.Func
+		} else if g.Func != "" && g.Func != grp.Func && !strings.Contains(grp.Func, "…") {
+			grp.Func += ", …"
+		}
+		grp.Time[g.State] += g.Value
+		grp.Total += g.Value
+		if g.State == profile.GWaiting {
+			grp.Reasons[g.WaitReason] += g.Value
+		}
+		if g.GoID != 0 {
+			ids[k][g.GoID] = true
+		}
+	}
+	out := make([]Group, 0, len(by))
+	for k, g := range by {
+		g.Goroutines = len(ids[k])
+		out = append(out, *g)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Total != out[j].Total {
+			return out[i].Total > out[j].Total
+		}
+		return out[i].Key < out[j].Key
+	})
+	return out
+}
+
+// Group is the goroutines of one creation site.
+type Group struct {
+	Key        string // "created by F" or, for the main goroutine, its function
+	CreatedBy  string
+	Func       string // the goroutines' function(s)
+	Goroutines int    // distinct goroutines seen parked or runnable
+	Total      int64
+	Time       [profile.NumGStates]int64
+	Reasons    map[string]int64 // waiting time by wait reason
+}
+
+// GroupKey is the group a goroutine sample belongs to.
+func GroupKey(g *profile.GoSample) string {
+	if g.CreatedBy != "" {
+		return "created by " + g.CreatedBy
+	}
+	if g.Func != "" {
+		return g.Func
+	}
+	return "unknown"
+}
