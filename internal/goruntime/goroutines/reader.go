@@ -39,6 +39,11 @@ import (
 // program.
 var ErrNotGo = errors.New("not a Go program")
 
+// ErrNoFuncTable is returned (wrapped) by Open for a Go program whose
+// function table (.gopclntab) cannot be found; without it stacks cannot be
+// named, nor runtime.allgs found in a stripped binary.
+var ErrNoFuncTable = errors.New("Go function table not found")
+
 // ErrUnsupportedArch is returned (wrapped) by Open for an executable that
 // is not amd64.
 var ErrUnsupportedArch = errors.New("unsupported architecture")
@@ -110,8 +115,11 @@ func Open(pid int) (*Reader, error) {
 		return nil, fmt.Errorf("process %d: %w", pid, err)
 	}
 	table, err := gopclntab.Open(f)
+	if errors.Is(err, gopclntab.ErrNotGo) && f.Section(".gopclntab") == nil {
+		return nil, fmt.Errorf("process %d (%s): %w: the executable has no .gopclntab section (externally linked programs can keep the table inside another section)", pid, version, ErrNoFuncTable)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("process %d: read .gopclntab: %w", pid, err)
+		return nil, fmt.Errorf("process %d (%s): read .gopclntab: %w", pid, version, err)
 	}
 	allgs, how, err := rtlayout.FindAllgs(f, table)
 	if err != nil {
