@@ -31,6 +31,8 @@ func runFlame(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	minWidth := fs.Float64("min-width", 100*flame.DefaultMinWidth, "leave out call paths narrower than this percentage of the total under every weight")
 	threads := fs.Bool("threads", false, "one root frame per thread (comm-pid/tid)")
 	icicle := fs.Bool("icicle", false, "HTML: open with the root at the top (the page can switch)")
+	gview := fs.Bool("goroutines", false, "draw the goroutine view of a Go program: each goroutine's time running (on-CPU colour), runnable and waiting (blocked colour)")
+	focusG := fs.String("focus-goroutines", "", "draw the goroutine view of the goroutine groups whose creator or own function matches this regexp, e.g. 'net/http.\\(\\*conn\\).serve'")
 	focus := fs.String("focus", "", "keep only stacks with a function matching this regular expression")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `Usage: wallprof flame [flags] FILE [-o OUT]
@@ -91,6 +93,27 @@ Flags:
 			return fail(exitError, "%s does not exist.", path)
 		}
 		return fail(exitError, "cannot read %s: %v.", path, err)
+	}
+	if *gview || *focusG != "" {
+		var re *regexp.Regexp
+		if *focusG != "" {
+			if re, err = regexp.Compile(*focusG); err != nil {
+				return fail(exitUsage, "--focus-goroutines %q is not a valid regular expression: %v.", *focusG, err)
+			}
+		}
+		if len(p.Goroutines) == 0 {
+			return fail(exitError, "%s: %v.", path, present.ErrNoGoroutines)
+		}
+		p = present.GoroutineView(p, re)
+		if len(p.Samples) == 0 {
+			return fail(exitError, "no goroutine group matches --focus-goroutines %q; 'wallprof report --goroutines %s' lists them.", *focusG, path)
+		}
+		if opt.Title == "" {
+			opt.Title = "Goroutines of " + p.Command
+			if re != nil {
+				opt.Title += " matching " + re.String()
+			}
+		}
 	}
 	dest := *out
 	if dest == "" {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 
 	"github.com/wallprof/wallprof/internal/present"
 	"github.com/wallprof/wallprof/internal/profile"
@@ -28,6 +29,8 @@ func runReport(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	focus := fs.String("focus", "", "keep only samples with a frame matching this regexp (function, file or mapping name)")
 	ignore := fs.String("ignore", "", "drop samples with a frame matching this regexp")
 	hide := fs.String("hide", "", "remove frames matching this regexp from the stacks")
+	gview := fs.Bool("goroutines", false, "Go programs: goroutine groups (by creation site) with their count and their time running, runnable and waiting by wait reason")
+	focusG := fs.String("focus-goroutines", "", "with --goroutines: only the groups whose creator or goroutine function matches this regexp")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `Usage: wallprof report [flags] FILE
 
@@ -35,6 +38,12 @@ Prints the recording's totals by state, lost events and wallprof's own cost,
 the top functions by wall, on-CPU and off-CPU time (flat and cumulative), and
 a per-thread table (wall, on-CPU %, runnable %, blocked % by kind). FILE is a
 profile written by 'wallprof record' or any pprof file.
+
+--goroutines prints, for a Go program, its goroutine groups (by creation
+site): how many goroutines, their time, and its share running, runnable and
+waiting, waiting broken down by the runtime's wait reason (chan receive, IO
+wait, sleep, sync.Mutex.Lock, ...); --focus-goroutines keeps the matching
+groups.
 
 --tree, --threads and --states select views instead: the header, then the
 selected views, plus the top functions if --top is given. --focus, --ignore
@@ -75,6 +84,25 @@ Flags:
 	p, err := readProfileFor("report", path, stderr)
 	if err != nil {
 		return exitError
+	}
+	if *gview || *focusG != "" {
+		var re *regexp.Regexp
+		if *focusG != "" {
+			if re, err = regexp.Compile(*focusG); err != nil {
+				fmt.Fprintf(stderr, "wallprof report: --focus-goroutines %q is not a valid regular expression: %v.\n", *focusG, err)
+				return exitUsage
+			}
+		}
+		gr, err := present.NewGoroutineReport(p, re)
+		if err != nil {
+			fmt.Fprintf(stderr, "wallprof report: %s: %v.\n", path, err)
+			return exitError
+		}
+		if err := present.WriteGoroutineReport(stdout, gr, *asJSON); err != nil {
+			fmt.Fprintf(stderr, "wallprof report: %v.\n", err)
+			return exitError
+		}
+		return exitOK
 	}
 	if err := present.WriteReport(stdout, p, opt); err != nil {
 		fmt.Fprintf(stderr, "wallprof report: %v.\n", err)

@@ -19,7 +19,6 @@ package goview
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -239,21 +238,68 @@ func (s *Sampler) Attach(p *profile.Profile, r Resolver) {
 			// the others are return addresses.
 			g.Stack = append(g.Stack, in.loc(pc, i == 0))
 		}
+		if fn, ok := goroutineFunc(g.Stack); ok {
+			g.Func = fn
+		}
+		if g.Func == "runtime.main" {
+			g.CreatedBy = "" // the main goroutine
+		}
 		p.Goroutines = append(p.Goroutines, g)
 	}
 	for _, ts := range p.Samples {
 		if ts.PID != s.pid || ts.State != profile.OnCPU {
 			continue
 		}
-		fn, ok := goroutineFunc(ts.Stack)
-		if !ok || isSystemFunc(fn) {
+		start, ok := goroutineStart(ts.Stack)
+		if !ok || isSystemFunc(start) {
 			continue // the scheduler, GC workers, signal handling: not a goroutine's own work
 		}
+		fn, _ := goroutineFunc(ts.Stack)
+		creator := s.likelyCreator(start)
+		if fn == "runtime.main" {
+			creator = ""
+		}
 		p.Goroutines = append(p.Goroutines, &profile.GoSample{Stack: ts.Stack, PID: s.pid, State: profile.GRunning,
-			Func: fn, CreatedBy: s.likelyCreator(fn), Value: ts.Value})
+			Func: fn, CreatedBy: creator, Value: ts.Value})
 	}
+	resolveWrappers(p.Goroutines)
 	info := s.info
 	p.GoInfo = &info
+}
+
+// resolveWrappers names the function of goroutines caught before they
+// started, whose stack is only their go-statement wrapper (F.gowrapN):
+// the function that wrapper calls in the other goroutines.
+func resolveWrappers(gs []*profile.GoSample) {
+	callee := map[string]map[string]int64{}
+	for _, g := range gs {
+		fs, ok := rootFrames(g.Stack)
+		if !ok {
+			continue
+		}
+		for i := 0; i+1 < len(fs) && isGoWrapper(fs[i].Function); i++ {
+			m := callee[fs[i].Function]
+			if m == nil {
+				m = map[string]int64{}
+				callee[fs[i].Function] = m
+			}
+			m[fs[i+1].Function] += g.Value
+		}
+	}
+	for _, g := range gs {
+		if !isGoWrapper(g.Func) {
+			continue
+		}
+		best := ""
+		for f, v := range callee[g.Func] {
+			if best == "" || v > callee[g.Func][best] || v == callee[g.Func][best] && f < best {
+				best = f
+			}
+		}
+		if best != "" {
+			g.Func = best
+		}
+	}
 }
 
 // likelyCreator is the function that created most goroutines running fn.
@@ -267,11 +313,11 @@ func (s *Sampler) likelyCreator(fn string) string {
 	return best
 }
 
-// goroutineFunc returns the function a goroutine stack started in: the
-// frame just above runtime.goexit at the root. ok is false for stacks that
-// are not a goroutine's (the scheduler's g0, signal handlers).
-func goroutineFunc(stack []*profile.Location) (string, bool) {
-	var frames []profile.Frame // root last
+// rootFrames returns a stack's user frames above runtime.goexit, root
+// first; ok is false for stacks that are not a goroutine's (the
+// scheduler's g0, signal handlers).
+func rootFrames(stack []*profile.Location) ([]profile.Frame, bool) {
+	var frames []profile.Frame // leaf first
 	for _, l := range stack {
 		if l.Mapping != nil && l.Mapping.Kernel {
 			continue
@@ -280,9 +326,52 @@ func goroutineFunc(stack []*profile.Location) (string, bool) {
 	}
 	n := len(frames)
 	if n < 2 || frames[n-1].Function != "runtime.goexit" {
+		return nil, false
+	}
+	out := make([]profile.Frame, 0, n-1)
+	for i := n - 2; i >= 0; i-- {
+		out = append(out, frames[i])
+	}
+	return out, true
+}
+
+// goroutineStart returns the function the goroutine started in (its
+// startpc's: for `go f(x)`, Go 1.21+ starts a wrapper, F.gowrapN).
+func goroutineStart(stack []*profile.Location) (string, bool) {
+	fs, ok := rootFrames(stack)
+	if !ok {
 		return "", false
 	}
-	return frames[n-2].Function, true
+	return fs[0].Function, true
+}
+
+// goroutineFunc returns the goroutine's own function: the one it started
+// in, or the function a go-statement wrapper (F.gowrapN) called.
+func goroutineFunc(stack []*profile.Location) (string, bool) {
+	fs, ok := rootFrames(stack)
+	if !ok {
+		return "", false
+	}
+	i := 0
+	for i+1 < len(fs) && isGoWrapper(fs[i].Function) {
+		i++
+	}
+	return fs[i].Function, true
+}
+
+// isGoWrapper reports whether fn is the closure the compiler makes for a
+// go statement with arguments (Go 1.21+: "pkg.F.gowrap1").
+func isGoWrapper(fn string) bool {
+	i := strings.LastIndex(fn, ".gowrap")
+	if i < 0 {
+		return false
+	}
+	for _, c := range fn[i+len(".gowrap"):] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // isSystemFunc reports whether fn is the function of a runtime goroutine
@@ -355,67 +444,4 @@ func (in *interner) loc(pc uint64, exact bool) *profile.Location {
 	in.byAddr[addr] = l
 	in.p.Locs = append(in.p.Locs, l)
 	return l
-}
-
-// Groups sums a goroutine view by group (creation site, else the
-// goroutine's function), most time first.
-func Groups(gs []*profile.GoSample) []Group {
-	by := map[string]*Group{}
-	ids := map[string]map[uint64]bool{}
-	for _, g := range gs {
-		k := GroupKey(g)
-		grp := by[k]
-		if grp == nil {
-			grp = &Group{Key: k, CreatedBy: g.CreatedBy, Reasons: map[string]int64{}}
-			by[k] = grp
-			ids[k] = map[uint64]bool{}
-		}
-		if grp.Func == "" {
-			grp.Func = g.Func
-		} else if g.Func != "" && g.Func != grp.Func && !strings.Contains(grp.Func, "…") {
-			grp.Func += ", …"
-		}
-		grp.Time[g.State] += g.Value
-		grp.Total += g.Value
-		if g.State == profile.GWaiting {
-			grp.Reasons[g.WaitReason] += g.Value
-		}
-		if g.GoID != 0 {
-			ids[k][g.GoID] = true
-		}
-	}
-	out := make([]Group, 0, len(by))
-	for k, g := range by {
-		g.Goroutines = len(ids[k])
-		out = append(out, *g)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Total != out[j].Total {
-			return out[i].Total > out[j].Total
-		}
-		return out[i].Key < out[j].Key
-	})
-	return out
-}
-
-// Group is the goroutines of one creation site.
-type Group struct {
-	Key        string // "created by F" or, for the main goroutine, its function
-	CreatedBy  string
-	Func       string // the goroutines' function(s)
-	Goroutines int    // distinct goroutines seen parked or runnable
-	Total      int64
-	Time       [profile.NumGStates]int64
-	Reasons    map[string]int64 // waiting time by wait reason
-}
-
-// GroupKey is the group a goroutine sample belongs to.
-func GroupKey(g *profile.GoSample) string {
-	if g.CreatedBy != "" {
-		return "created by " + g.CreatedBy
-	}
-	if g.Func != "" {
-		return g.Func
-	}
-	return "unknown"
 }

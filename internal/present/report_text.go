@@ -259,7 +259,7 @@ func (t *table) write(w io.Writer) {
 				b.WriteString(c)
 			}
 		}
-		fmt.Fprintln(w, b.String())
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 	}
 }
 

@@ -2,6 +2,7 @@ package profile
 
 import (
 	"fmt"
+	"sort"
 	"time"
 )
 
@@ -70,4 +71,75 @@ type GoInfo struct {
 	// Dropped counts goroutine reads that stayed inconsistent after retries
 	// (the goroutine changed while it was read); Retried counts retries.
 	Dropped, Retried int
+}
+
+// Groups sums a goroutine view by group (creation site, else the
+// goroutine's function), most time first.
+func Groups(gs []*GoSample) []Group {
+	by := map[string]*Group{}
+	ids := map[string]map[uint64]bool{}
+	funcs := map[string]map[string]int64{}
+	for _, g := range gs {
+		k := GroupKey(g)
+		grp := by[k]
+		if grp == nil {
+			grp = &Group{Key: k, CreatedBy: g.CreatedBy, Reasons: map[string]int64{}}
+			by[k] = grp
+			ids[k] = map[uint64]bool{}
+			funcs[k] = map[string]int64{}
+		}
+		if g.Func != "" {
+			funcs[k][g.Func] += g.Value
+		}
+		grp.Time[g.State] += g.Value
+		grp.Total += g.Value
+		if g.State == GWaiting {
+			grp.Reasons[g.WaitReason] += g.Value
+		}
+		if g.GoID != 0 {
+			ids[k][g.GoID] = true
+		}
+	}
+	out := make([]Group, 0, len(by))
+	for k, g := range by {
+		g.Goroutines = len(ids[k])
+		for f, v := range funcs[k] {
+			if v > funcs[k][g.Func] || v == funcs[k][g.Func] && f < g.Func {
+				g.Func = f
+			}
+		}
+		out = append(out, *g)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Total != out[j].Total {
+			return out[i].Total > out[j].Total
+		}
+		return out[i].Key < out[j].Key
+	})
+	return out
+}
+
+// Group is the goroutines of one creation site.
+type Group struct {
+	Key        string // "created by F" or, for the main goroutine, its function
+	CreatedBy  string
+	Func       string // the goroutines' function (the one with the most time)
+	Goroutines int    // distinct goroutines seen parked or runnable
+	Total      int64
+	Time       [NumGStates]int64
+	Reasons    map[string]int64 // waiting time by wait reason
+}
+
+// GroupKey is the group a goroutine sample belongs to.
+func GroupKey(g *GoSample) string {
+	if g.CreatedBy != "" {
+		return "created by " + g.CreatedBy
+	}
+	if g.Func == "runtime.main" {
+		return "main goroutine"
+	}
+	if g.Func != "" {
+		return g.Func
+	}
+	return "unknown"
 }

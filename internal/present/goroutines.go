@@ -1,0 +1,181 @@
+package present
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/wallprof/wallprof/internal/profile"
+)
+
+// GoroutinesFormat names the JSON schema of a GoroutineReport.
+const GoroutinesFormat = "wallprof.goroutines/1"
+
+// GoroutineReport is a Go program's goroutine time by group (creation
+// site): how many goroutines, and the share of their time running,
+// runnable and waiting, waiting broken down by the runtime's reason.
+type GoroutineReport struct {
+	Format    string           `json:"format"`
+	Command   string           `json:"command"`
+	GoVersion string           `json:"go_version"`
+	Info      *profile.GoInfo  `json:"-"`
+	Snapshots int              `json:"snapshots"`
+	Dropped   int              `json:"inconsistent_reads_dropped"`
+	TotalNs   int64            `json:"total_ns"` // goroutine time of the groups shown
+	Focus     string           `json:"focus,omitempty"`
+	Groups    []GoroutineGroup `json:"groups"`
+}
+
+// GoroutineGroup is one creation site's goroutines.
+type GoroutineGroup struct {
+	Group      string  `json:"group"` // "created by F", or the main goroutine's function
+	CreatedBy  string  `json:"created_by,omitempty"`
+	Func       string  `json:"func,omitempty"`
+	Goroutines int     `json:"goroutines"` // distinct goroutines seen parked or runnable
+	TimeNs     int64   `json:"time_ns"`
+	Share      float64 `json:"share_percent"` // of TotalNs
+	// Running, Runnable and Waiting are shares of the group's time.
+	Running  float64       `json:"running_percent"`
+	Runnable float64       `json:"runnable_percent"`
+	Waiting  float64       `json:"waiting_percent"`
+	Reasons  []ReasonShare `json:"waiting_by_reason"`
+}
+
+// ReasonShare is the share of a group's time waiting for one reason.
+type ReasonShare struct {
+	Reason  string  `json:"reason"`
+	TimeNs  int64   `json:"time_ns"`
+	Percent float64 `json:"percent"` // of the group's time
+}
+
+// ErrNoGoroutines says a profile has no goroutine view.
+var ErrNoGoroutines = fmt.Errorf("the profile has no goroutine view: it was not recorded from a Go program, or with --goroutines off")
+
+// MatchGoroutine reports whether a goroutine sample belongs to a group
+// that focus selects: it matches the group (its creator) or the
+// goroutine's own function.
+func MatchGoroutine(g *profile.GoSample, focus *regexp.Regexp) bool {
+	return focus == nil || focus.MatchString(profile.GroupKey(g)) || focus.MatchString(g.CreatedBy) || focus.MatchString(g.Func)
+}
+
+// FocusGoroutines returns the goroutine samples of the groups focus selects.
+func FocusGoroutines(gs []*profile.GoSample, focus *regexp.Regexp) []*profile.GoSample {
+	if focus == nil {
+		return gs
+	}
+	var out []*profile.GoSample
+	for _, g := range gs {
+		if MatchGoroutine(g, focus) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// NewGoroutineReport groups p's goroutine view.
+func NewGoroutineReport(p *profile.Profile, focus *regexp.Regexp) (*GoroutineReport, error) {
+	if len(p.Goroutines) == 0 {
+		return nil, ErrNoGoroutines
+	}
+	r := &GoroutineReport{Format: GoroutinesFormat, Command: p.Command, Info: p.GoInfo}
+	if p.GoInfo != nil {
+		r.GoVersion, r.Snapshots, r.Dropped = p.GoInfo.Version, p.GoInfo.Snapshots, p.GoInfo.Dropped
+	}
+	if focus != nil {
+		r.Focus = focus.String()
+	}
+	groups := profile.Groups(FocusGoroutines(p.Goroutines, focus))
+	for _, g := range groups {
+		r.TotalNs += g.Total
+	}
+	for _, g := range groups {
+		row := GoroutineGroup{Group: g.Key, CreatedBy: g.CreatedBy, Func: g.Func, Goroutines: g.Goroutines, TimeNs: g.Total,
+			Share: pct(g.Total, r.TotalNs), Running: pct(g.Time[profile.GRunning], g.Total),
+			Runnable: pct(g.Time[profile.GRunnable], g.Total), Waiting: pct(g.Time[profile.GWaiting], g.Total)}
+		for reason, ns := range g.Reasons {
+			row.Reasons = append(row.Reasons, ReasonShare{Reason: reason, TimeNs: ns, Percent: pct(ns, g.Total)})
+		}
+		sort.Slice(row.Reasons, func(i, j int) bool {
+			if row.Reasons[i].TimeNs != row.Reasons[j].TimeNs {
+				return row.Reasons[i].TimeNs > row.Reasons[j].TimeNs
+			}
+			return row.Reasons[i].Reason < row.Reasons[j].Reason
+		})
+		r.Groups = append(r.Groups, row)
+	}
+	return r, nil
+}
+
+// WriteGoroutineReport writes r as text, or JSON.
+func WriteGoroutineReport(w io.Writer, r *GoroutineReport, asJSON bool) error {
+	if asJSON {
+		e := json.NewEncoder(w)
+		e.SetIndent("", "  ")
+		return e.Encode(r)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Goroutines of %s", r.Command)
+	if r.GoVersion != "" {
+		fmt.Fprintf(&b, " (%s)", r.GoVersion)
+	}
+	b.WriteString("\n")
+	if i := r.Info; i != nil {
+		fmt.Fprintf(&b, "goroutine table read %d times, every %s; up to %d goroutines; %d inconsistent reads dropped\n",
+			i.Snapshots, i.Interval, i.MaxGoroutines, i.Dropped)
+	}
+	b.WriteString("Goroutine time: each goroutine's own time, summed over the group, so ten goroutines that\n" +
+		"sleep for a second are ten seconds of one group. Running time comes from on-CPU samples.\n")
+	if r.Focus != "" {
+		fmt.Fprintf(&b, "Groups matching %q only.\n", r.Focus)
+	}
+	b.WriteString("\n")
+	t := &table{right: []bool{false, true, true, true, true, true, true, false},
+		header: []string{"group", "goroutines", "time", "share", "running", "runnable", "waiting", "waiting by reason"}}
+	for _, g := range r.Groups {
+		n := "-"
+		if g.Goroutines > 0 {
+			n = fmt.Sprint(g.Goroutines)
+		}
+		var reasons []string
+		for _, rs := range g.Reasons {
+			reasons = append(reasons, fmt.Sprintf("%s %.1f%%", rs.Reason, rs.Percent))
+		}
+		t.add(g.Group, n, fmtDur(g.TimeNs), fmt.Sprintf("%.1f%%", g.Share), fmt.Sprintf("%.1f%%", g.Running),
+			fmt.Sprintf("%.1f%%", g.Runnable), fmt.Sprintf("%.1f%%", g.Waiting), strings.Join(reasons, ", "))
+		if g.Func != "" && !strings.HasSuffix(g.Group, g.Func) && g.Group != "main goroutine" {
+			t.add("  "+g.Func, "", "", "", "", "", "", "")
+		}
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	t.write(w)
+	return nil
+}
+
+// GoroutineView returns the goroutine view of p as a profile whose samples
+// are goroutine time, for flame graphs and reports: running is on-CPU,
+// runnable is runnable, and waiting is sleeping (blocked), with the wait
+// reason, goroutine id and creator as labels.
+func GoroutineView(p *profile.Profile, focus *regexp.Regexp) *profile.Profile {
+	v := &profile.Profile{Start: p.Start, Duration: p.Duration, Period: p.Period, Command: p.Command,
+		Mappings: p.Mappings, Locs: p.Locs, GoInfo: p.GoInfo, Notes: p.Notes}
+	for _, g := range FocusGoroutines(p.Goroutines, focus) {
+		st := profile.Sleeping
+		switch g.State {
+		case profile.GRunning:
+			st = profile.OnCPU
+		case profile.GRunnable:
+			st = profile.Runnable
+		}
+		labels := map[string]string{"gstate": g.State.String(), "created_by": g.CreatedBy}
+		if g.WaitReason != "" {
+			labels["wait_reason"] = g.WaitReason
+		}
+		v.Samples = append(v.Samples, &profile.Sample{Stack: g.Stack, PID: g.PID, Thread: profile.GroupKey(g), State: st, Value: g.Value, Labels: labels})
+	}
+	return v
+}
