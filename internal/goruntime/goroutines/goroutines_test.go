@@ -330,3 +330,67 @@ func TestOpenErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestReadWhileChurning reads goparked while goroutines are created, grow
+// and copy their stacks, and exit, as fast as it can: every goroutine
+// returned must be sane (a live state, a unique id, a stack through
+// functions of the binary down to runtime.goexit), inconsistent reads must
+// stay a small minority, and the target must be unharmed.
+func TestReadWhileChurning(t *testing.T) {
+	requireRoot(t)
+	w := startWorkload(t, groundtruth.BuildGo(t, groundtruth.WorkloadDir(t, "goparked"), true, ""), "-churn", "2")
+	r, err := Open(w.cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	_, _, children0 := w.counters(t)
+	var read, dropped, retried, churnSeen int
+	for i := 0; i < 300; i++ {
+		snap, err := r.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		read += len(snap.Goroutines)
+		dropped += snap.Dropped
+		retried += snap.Retried
+		ids := map[uint64]bool{}
+		for _, g := range snap.Goroutines {
+			if ids[g.ID] || g.ID == 0 || !g.Status.exists() {
+				t.Fatalf("snapshot %d: goroutine %d (%s) duplicate or not live", i, g.ID, g.Status)
+			}
+			ids[g.ID] = true
+			if start := funcName(r, g.StartPC); start == "main.churnChild" || strings.HasPrefix(start, "main.churn.") {
+				churnSeen++
+			}
+			if g.Stack == nil {
+				continue
+			}
+			fs := frames(r, g)
+			if !g.Truncated && fs[len(fs)-1] != "runtime.goexit" {
+				// A goroutine that has not run yet stops at its entry pc.
+				if !(g.Status == Runnable && len(g.Stack) == 1 && g.Stack[0] == g.StartPC) {
+					t.Errorf("snapshot %d: goroutine %d (%s): stack %q %#x, start %#x %s, pc in %s", i, g.ID, g.Status, fs, g.Stack, g.StartPC, funcName(r, g.StartPC), funcName(r, g.Stack[0]))
+				}
+			}
+			for _, pc := range g.Stack[1:] {
+				if r.Table().Lookup(pc-1-r.LoadBias()) == nil {
+					t.Errorf("snapshot %d: goroutine %d: return address %#x not in a Go function", i, g.ID, pc)
+				}
+			}
+		}
+	}
+	_, _, children := w.counters(t)
+	t.Logf("300 snapshots while %d goroutines were started: %d goroutines read, %d dropped, %d reads repeated; short-lived goroutines seen %d times",
+		children-children0, read, dropped, retried, churnSeen)
+	if dropped*20 > read {
+		t.Errorf("%d of %d goroutine reads dropped", dropped, read)
+	}
+	if children-children0 < 100 {
+		t.Errorf("only %d goroutines started while reading: the test did not race with anything", children-children0)
+	}
+	checkExpected(t, r, snapshotUntilFound(t, r))
+	if woken, _ := w.alive(t); woken != 0 {
+		t.Errorf("%d blocked goroutines woke up", woken)
+	}
+}

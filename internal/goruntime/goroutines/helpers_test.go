@@ -71,16 +71,24 @@ func startWorkload(t testing.TB, bin string, args ...string) *workload {
 // woke up and how many spin rounds it made.
 func (w *workload) alive(t testing.TB) (woken, spins int64) {
 	t.Helper()
+	woken, spins, _ = w.counters(t)
+	return woken, spins
+}
+
+// counters asks the workload for its counters: blocked goroutines that
+// woke up, spin rounds, and short-lived goroutines started.
+func (w *workload) counters(t testing.TB) (woken, spins, children int64) {
+	t.Helper()
 	if _, err := io.WriteString(w.stdin, "?\n"); err != nil {
 		t.Fatalf("workload gone: %v", err)
 	}
 	if !w.out.Scan() {
 		t.Fatalf("workload gone: %v", w.out.Err())
 	}
-	if _, err := fmt.Sscanf(w.out.Text(), "alive woken=%d spins=%d", &woken, &spins); err != nil {
+	if _, err := fmt.Sscanf(w.out.Text(), "alive woken=%d spins=%d children=%d", &woken, &spins, &children); err != nil {
 		t.Fatalf("workload said %q: %v", w.out.Text(), err)
 	}
-	return woken, spins
+	return woken, spins, children
 }
 
 // procState returns the state letter of pid in /proc/PID/stat.

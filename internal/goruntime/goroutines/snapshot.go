@@ -25,7 +25,8 @@ type Goroutine struct {
 	// pointers from the registers the goroutine saved when it stopped
 	// running (look up pc-1 to name the calling line). It is nil for a
 	// running goroutine: its saved registers are stale, so its stack must
-	// come from on-CPU samples of thread TID. It may be shared with other
+	// come from on-CPU samples of thread TID. A goroutine that has not run
+	// yet has just its entry, StartPC. Stack may be shared with other
 	// snapshots: do not modify it.
 	Stack []uint64
 	// Truncated is set when Stack stopped at the depth limit or the

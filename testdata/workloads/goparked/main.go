@@ -18,12 +18,17 @@
 //	main.manyLabelsWait    main.spawnManyLabels channel receive inside pprof.Do(k0=v0 ... k9=v9)
 //	main.spin              main.spawnSpin      nothing: computes forever
 //	main.parkedMany        main.spawnMany      channel receive (-n of them, default 0)
+//	main.churn             main.spawnChurn     nothing for long (-churn of them, default 0):
+//	                                           each starts goroutines one after the
+//	                                           other that grow their stack (so it is
+//	                                           copied), hand back a result and exit
 //
 // It prints "ready" once all of them have been started and have had time
 // to block, then serves stdin: for every line read it answers
-// "alive woken=W spins=S", where W counts blocked goroutines that woke up
-// (always 0 unless something disturbed the process) and S is the spin
-// counter (it grows while the process runs). It exits when stdin closes.
+// "alive woken=W spins=S children=C", where W counts blocked goroutines
+// that woke up (always 0 unless something disturbed the process), S is the
+// spin counter (it grows while the process runs) and C the number of
+// goroutines main.churn started. It exits when stdin closes.
 package main
 
 import (
@@ -40,19 +45,22 @@ import (
 )
 
 var (
-	woken   int64 // atomic
-	spins   int64 // atomic
-	started sync.WaitGroup
-	never   = make(chan int) // nobody ever sends on these channels
-	never2  = make(chan int) // main.sendOnChan sends on it; nobody receives
-	never3  = make(chan int)
-	never4  = make(chan int)
-	mu      sync.Mutex
-	wg      sync.WaitGroup
+	woken int64 // atomic
+	spins int64 // atomic
+	// children counts the goroutines main.churn started (atomic).
+	children int64
+	started  sync.WaitGroup
+	never    = make(chan int) // nobody ever sends on these channels
+	never2   = make(chan int) // main.sendOnChan sends on it; nobody receives
+	never3   = make(chan int)
+	never4   = make(chan int)
+	mu       sync.Mutex
+	wg       sync.WaitGroup
 )
 
 func main() {
 	many := flag.Int("n", 0, "extra goroutines parked on a channel receive")
+	churners := flag.Int("churn", 0, "goroutines that keep creating short-lived goroutines")
 	flag.Parse()
 	mu.Lock() // held forever: main.lockMutex blocks on it
 	wg.Add(1) // never Done: main.waitGroup blocks on it
@@ -70,13 +78,14 @@ func main() {
 	spawnManyLabels()
 	spawnSpin()
 	spawnMany(*many)
+	spawnChurn(*churners)
 	started.Wait()
 	time.Sleep(200 * time.Millisecond) // let the last ones reach their park
 	fmt.Println("ready")
 
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
-		fmt.Printf("alive woken=%d spins=%d\n", atomic.LoadInt64(&woken), atomic.LoadInt64(&spins))
+		fmt.Printf("alive woken=%d spins=%d children=%d\n", atomic.LoadInt64(&woken), atomic.LoadInt64(&spins), atomic.LoadInt64(&children))
 	}
 	w.Close()
 	ln.Close()
@@ -267,4 +276,42 @@ func parkedMany() {
 	started.Done()
 	<-never
 	atomic.AddInt64(&woken, 1)
+}
+
+//go:noinline
+func spawnChurn(n int) {
+	for i := 0; i < n; i++ {
+		started.Add(1)
+		go churn()
+	}
+}
+
+//go:noinline
+func churn() {
+	started.Done()
+	for i := 0; ; i++ {
+		done := make(chan int)
+		atomic.AddInt64(&children, 1)
+		go churnChild(done, i%60)
+		<-done
+		if i%16 == 0 {
+			time.Sleep(time.Duration(i%7) * 10 * time.Microsecond)
+		}
+	}
+}
+
+//go:noinline
+func churnChild(done chan int, depth int) { done <- grow(depth) }
+
+// grow uses about 300 bytes of stack per level: 60 levels need more than
+// the initial 8 KiB stack, so the runtime copies the stack.
+//
+//go:noinline
+func grow(n int) int {
+	var pad [256]byte
+	pad[n%256] = byte(n)
+	if n == 0 {
+		return int(pad[0])
+	}
+	return grow(n-1) + int(pad[n%256])
 }
