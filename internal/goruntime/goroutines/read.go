@@ -10,13 +10,40 @@ type gplan struct {
 	mread   int // index of its m.procid read, -1 if none
 	reread  int // index of the second read of its g
 	winBase uint64
+	winLen  int // stack bytes to read from winBase
 }
+
+// stackBudget bounds the stack bytes read in one round; beyond it stacks
+// are read only smallStack bytes deep (and come out Truncated if deeper).
+const (
+	stackBudget = 64 << 20
+	smallStack  = 512
+)
 
 // readGoroutines reads the gs at the addresses in gps: each g, then (in
 // one batch) the used part of every stack, the thread id of every M and
 // each g again. Goroutines read consistently are appended to snap; the
 // addresses of the others are returned for another round.
 func (r *Reader) readGoroutines(gps []uint64, snap *Snapshot) []uint64 {
+	plans, retry := r.planRound(gps, snap)
+	reads := r.readRound(plans)
+	for i := range plans {
+		p := &plans[i]
+		g, ok := r.finish(p, reads)
+		if !ok {
+			retry = append(retry, p.gp)
+			continue
+		}
+		snap.Goroutines = append(snap.Goroutines, g)
+	}
+	r.scratch.plans = plans[:0]
+	return retry
+}
+
+// planRound reads every g once and decides what else to read for each.
+// Goroutines whose stack is in the cache go straight to snap; those whose
+// g is unreadable or implausible are returned in retry.
+func (r *Reader) planRound(gps []uint64, snap *Snapshot) (plans []gplan, retry []uint64) {
 	gs := r.layout.Offsets.GSize
 	sc := &r.scratch
 	sc.gbufA = grow(sc.gbufA, len(gps)*gs)
@@ -25,19 +52,14 @@ func (r *Reader) readGoroutines(gps []uint64, snap *Snapshot) []uint64 {
 		reads = append(reads, read{addr: gp, buf: sc.gbufA[i*gs : (i+1)*gs]})
 	}
 	r.mem.readAll(reads)
+	sc.reads = reads
 
-	var retry []uint64 // rare: allocated only on an inconsistency
-	plans := sc.plans[:0]
-	defer func() { sc.plans = plans[:0] }()
-	stackBytes := 0
+	plans = sc.plans[:0]
+	budget := stackBudget
 	for i, gp := range gps {
-		if !reads[i].ok {
-			retry = append(retry, gp)
-			continue
-		}
 		v := r.parseG(reads[i].buf)
-		if !plausible(v) {
-			retry = append(retry, gp)
+		if !reads[i].ok || !plausible(v) {
+			retry = append(retry, gp) // rare: allocated only then
 			continue
 		}
 		st := Status(v.status &^ scanBit)
@@ -60,24 +82,37 @@ func (r *Reader) readGoroutines(gps []uint64, snap *Snapshot) []uint64 {
 				retry = append(retry, gp)
 				continue
 			}
-			stackBytes += int(min(v.hi-v.sp, uint64(r.maxStack)))
+			p.winLen = int(min(p.v.hi-p.v.sp, uint64(r.maxStack)))
+			if p.winLen > budget {
+				p.winLen = min(p.winLen, smallStack)
+			}
+			budget -= p.winLen
 		}
 		plans = append(plans, p)
 	}
+	return plans, retry
+}
 
-	// Second batch: stacks, M thread ids, then every g again.
-	sc.stacks = grow(sc.stacks, stackBytes)
+// readRound reads, in one batch, the stack of every planned goroutine that
+// has one, the thread id of every M, then every g again.
+func (r *Reader) readRound(plans []gplan) []read {
+	gs := r.layout.Offsets.GSize
+	sc := &r.scratch
+	total := 0
+	for i := range plans {
+		total += plans[i].winLen
+	}
+	sc.stacks = grow(sc.stacks, total)
 	sc.mbufs = grow(sc.mbufs, 8*len(plans))
 	sc.gbufB = grow(sc.gbufB, len(plans)*gs)
-	reads = reads[:0]
+	reads := sc.reads[:0]
 	off := 0
 	for i := range plans {
 		p := &plans[i]
 		if p.status.hasStack() {
-			n := int(min(p.v.hi-p.v.sp, uint64(r.maxStack)))
 			p.stack, p.winBase = len(reads), p.v.sp
-			reads = append(reads, read{addr: p.v.sp, buf: sc.stacks[off : off+n]})
-			off += n
+			reads = append(reads, read{addr: p.v.sp, buf: sc.stacks[off : off+p.winLen]})
+			off += p.winLen
 		}
 		if p.v.m != 0 {
 			p.mread = len(reads)
@@ -90,17 +125,7 @@ func (r *Reader) readGoroutines(gps []uint64, snap *Snapshot) []uint64 {
 	}
 	r.mem.readAll(reads)
 	sc.reads = reads
-
-	for i := range plans {
-		p := &plans[i]
-		g, ok := r.finish(p, reads)
-		if !ok {
-			retry = append(retry, p.gp)
-			continue
-		}
-		snap.Goroutines = append(snap.Goroutines, g)
-	}
-	return retry
+	return reads
 }
 
 // finish validates a goroutine read by readGoroutines and builds its
