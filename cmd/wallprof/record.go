@@ -12,6 +12,7 @@ import (
 	"runtime/pprof"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -241,6 +242,19 @@ type recording struct {
 	gopid  int
 	gostop chan struct{} // closed when the recording stops
 	gonote string        // why there is no goroutine view, or why it is partial
+	// goagg also aggregates the samples that arrive while the goroutine
+	// table is read, so that running time covers the same window as the
+	// snapshots.
+	goagg     atomic.Pointer[collect.Aggregator]
+	goaggDone *collect.Aggregator
+}
+
+// add takes one sample from the session.
+func (r *recording) add(s *collect.RawSample) {
+	r.agg.Add(s)
+	if a := r.goagg.Load(); a != nil {
+		a.Add(s)
+	}
 }
 
 func (r *recording) newSession(pid int, follow bool) error {
@@ -288,7 +302,7 @@ func (r *recording) attach(ctx context.Context, pid int) int {
 		_ = linux.WaitExit(pid, done)
 		close(exited)
 	}()
-	go r.session.Run(r.agg.Add)
+	go r.session.Run(r.add)
 	r.startGoroutines(pid, "")
 	r.started(fmt.Sprintf("process %d (%s)", pid, r.command))
 	why := r.wait(ctx, exited)
@@ -334,11 +348,12 @@ func (r *recording) launch(ctx context.Context, path string, args []string) int 
 		r.session.Close()
 		return abort(r.openError(err))
 	}
-	go r.session.Run(r.agg.Add)
+	go r.session.Run(r.add)
 	r.started(fmt.Sprintf("%q (pid %d) and its children", r.command, pid))
+	gate := gateExe(pid) // before it execs the command
 	gateW.Write([]byte("\n"))
 	gateW.Close()
-	go r.startGoroutines(pid, gateExe(pid))
+	go r.startGoroutines(pid, gate)
 
 	exited := make(chan struct{})
 	var waitErr error
@@ -460,12 +475,17 @@ func (r *recording) build() *profile.Profile {
 		r.notes = append(r.notes, fmt.Sprintf("kernel frames are not symbolized: %v", err))
 	}
 	p := collect.Build(r.result, r.agg, kr, r.command)
-	if r.gview != nil {
-		if res := r.agg.Resolver(uint32(r.gopid)); res != nil {
-			r.gview.Attach(p, res)
-		} else {
-			r.gview.Attach(p, nil)
+	if r.gview != nil && r.goaggDone != nil {
+		// The thread samples of the snapshots' window, without the end's
+		// remainders (time of the whole recording).
+		inWindow := *r.result
+		inWindow.Remainders = nil
+		threads := collect.Build(&inWindow, r.goaggDone, kr, r.command)
+		var res goview.Resolver
+		if pr := r.agg.Resolver(uint32(r.gopid)); pr != nil {
+			res = pr
 		}
+		r.gview.Attach(p, threads, res)
 	}
 	p.Notes = append(p.Notes, r.notes...)
 	if r.gonote != "" {
@@ -512,6 +532,9 @@ func (r *recording) startGoroutines(pid int, gate string) {
 			default:
 			}
 			r.gview, r.gopid = s, pid
+			r.goagg.Store(collect.NewAggregator(func(pid int) (collect.ProcessResolver, error) {
+				return r.cache.NewProcess(pid)
+			}))
 			return
 		} else if errors.Is(err, goview.ErrNotGo) || gate == "" || time.Now().After(deadline) {
 			if !errors.Is(err, goview.ErrNotGo) {
@@ -546,6 +569,7 @@ func (r *recording) stopGoroutines() {
 	default:
 		close(r.gostop)
 	}
+	r.goaggDone = r.goagg.Swap(nil)
 	if r.gview != nil {
 		if err := r.gview.Stop(); err != nil && linux.ProcessExists(r.gopid) {
 			r.gonote = fmt.Sprintf("the goroutine view stopped early: %v", err)

@@ -12,9 +12,8 @@ import (
 )
 
 // TestRecordGoProgram records the Go ground-truth workload, built normally
-// and stripped, at the thread level (goroutine attribution is a later stage:
-// until then a goroutine parked in time.Sleep leaves no trace of itself on
-// any thread's stack). It checks that the per-thread invariant holds, that the process's
+// and stripped, and checks its thread view (TestRecordGoroutines checks its
+// goroutine view). It checks that the per-thread invariant holds, that the process's
 // on-CPU time agrees with the CPU time the workload measured itself, and that
 // the stripped binary symbolizes to the same Go functions.
 func TestRecordGoProgram(t *testing.T) {

@@ -10,10 +10,12 @@
 // sleeping are ten times one goroutine's sleeping time; groups (by
 // creation site) then say how many goroutines share it.
 //
-// Running time comes from the thread view's on-CPU samples whose stack is a
-// goroutine's (it ends in runtime.goexit): the exact CPU time, with the
-// exact stack. Saved registers of a running goroutine are stale, so
-// snapshots never charge running time.
+// The time of goroutines the runtime has running comes from the thread
+// view, whose samples of a goroutine's stack (it ends in runtime.goexit)
+// carry exact times and stacks: on a CPU is running; on the run queue of
+// the kernel is runnable (waiting for a CPU, if not for a P). Saved
+// registers of a running goroutine are stale, so snapshots never charge
+// running goroutines; they charge system calls, with the runtime's state.
 package goview
 
 import (
@@ -224,11 +226,15 @@ type Resolver interface {
 }
 
 // Attach adds the goroutine view to p, the recording's thread view: the
-// snapshots' runnable and waiting time, and the running time of the on-CPU
-// samples of the sampled process. Call it after Stop.
-func (s *Sampler) Attach(p *profile.Profile, r Resolver) {
+// snapshots' runnable and waiting time, and the time of the goroutines the
+// runtime had running from threads, the thread samples taken while the
+// snapshots were (nil: p's own). Call it after Stop.
+func (s *Sampler) Attach(p, threads *profile.Profile, r Resolver) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if threads == nil {
+		threads = p
+	}
 	in := newInterner(p, s.pid, r)
 	for _, e := range s.order {
 		g := &profile.GoSample{PID: s.pid, GoID: e.goid, State: e.state, WaitReason: e.reason,
@@ -246,8 +252,26 @@ func (s *Sampler) Attach(p *profile.Profile, r Resolver) {
 		}
 		p.Goroutines = append(p.Goroutines, g)
 	}
-	for _, ts := range p.Samples {
-		if ts.PID != s.pid || ts.State != profile.OnCPU {
+	for _, ts := range threads.Samples {
+		if ts.PID != s.pid {
+			continue
+		}
+		// A goroutine the runtime has running (on an M, with a P) is on a
+		// CPU, or its thread waits for one: the goroutine waits for the
+		// CPU, runnable. Blocked in the kernel, it is in a system call,
+		// which the snapshots charge with the runtime's own state.
+		var st profile.GState
+		switch ts.State {
+		case profile.OnCPU:
+			st = profile.GRunning
+		case profile.Runnable:
+			st = profile.GRunnable
+		default:
+			continue
+		}
+		if inSyscall(ts.Stack) || hasFunc(ts.Stack, "runtime.mcall") {
+			// In a system call: the snapshots see it. Under mcall: the
+			// goroutine is switching out and this is the scheduler.
 			continue
 		}
 		start, ok := goroutineStart(ts.Stack)
@@ -259,7 +283,7 @@ func (s *Sampler) Attach(p *profile.Profile, r Resolver) {
 		if fn == "runtime.main" {
 			creator = ""
 		}
-		p.Goroutines = append(p.Goroutines, &profile.GoSample{Stack: ts.Stack, PID: s.pid, State: profile.GRunning,
+		p.Goroutines = append(p.Goroutines, &profile.GoSample{Stack: in.stack(ts.Stack), PID: s.pid, State: st,
 			Func: fn, CreatedBy: creator, Value: ts.Value})
 	}
 	resolveWrappers(p.Goroutines)
@@ -311,6 +335,33 @@ func (s *Sampler) likelyCreator(fn string) string {
 		}
 	}
 	return best
+}
+
+// inSyscall reports whether a thread stack is in a system call (its kernel
+// part entered through the syscall entry).
+func inSyscall(stack []*profile.Location) bool {
+	for _, l := range stack {
+		if l.Mapping == nil || !l.Mapping.Kernel {
+			continue
+		}
+		for _, f := range l.Frames {
+			if strings.HasPrefix(f.Function, "entry_SYSCALL") || f.Function == "do_syscall_64" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func hasFunc(stack []*profile.Location, fn string) bool {
+	for _, l := range stack {
+		for _, f := range l.Frames {
+			if f.Function == fn {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // rootFrames returns a stack's user frames above runtime.goexit, root
@@ -385,18 +436,20 @@ func isSystemFunc(fn string) bool {
 type interner struct {
 	p      *profile.Profile
 	r      Resolver
-	byAddr map[uint64]*profile.Location
+	byAddr map[uint64]*profile.Location // user locations of the process
+	kernel map[uint64]*profile.Location
 	maps   map[profile.Mapping]*profile.Mapping
 }
 
 func newInterner(p *profile.Profile, pid int, r Resolver) *interner {
-	in := &interner{p: p, r: r, byAddr: map[uint64]*profile.Location{}, maps: map[profile.Mapping]*profile.Mapping{}}
+	in := &interner{p: p, r: r, byAddr: map[uint64]*profile.Location{}, kernel: map[uint64]*profile.Location{},
+		maps: map[profile.Mapping]*profile.Mapping{}}
 	for _, s := range p.Samples {
-		if s.PID != pid {
-			continue
-		}
 		for _, l := range s.Stack {
-			if l.Mapping == nil || !l.Mapping.Kernel {
+			switch {
+			case l.Mapping != nil && l.Mapping.Kernel:
+				in.kernel[l.Address] = l
+			case s.PID == pid:
 				in.byAddr[l.Address] = l
 			}
 		}
@@ -407,6 +460,50 @@ func newInterner(p *profile.Profile, pid int, r Resolver) *interner {
 		}
 	}
 	return in
+}
+
+// stack returns a stack of p's locations for a stack of another profile
+// of the same process (the thread samples of the snapshots' window).
+func (in *interner) stack(st []*profile.Location) []*profile.Location {
+	out := make([]*profile.Location, 0, len(st))
+	for _, l := range st {
+		kernel := l.Mapping != nil && l.Mapping.Kernel
+		if !kernel {
+			if pl, ok := in.byAddr[l.Address]; ok {
+				out = append(out, pl)
+				continue
+			}
+		} else if pl, ok := in.kernel[l.Address]; ok {
+			out = append(out, pl)
+			continue
+		}
+		c := &profile.Location{ID: uint64(len(in.p.Locs) + 1), Address: l.Address, Frames: l.Frames}
+		if l.Mapping != nil {
+			c.Mapping = in.mapping(l.Mapping)
+		}
+		in.p.Locs = append(in.p.Locs, c)
+		if kernel {
+			in.kernel[l.Address] = c
+		} else {
+			in.byAddr[l.Address] = c
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// mapping returns p's mapping for m, adding it if needed.
+func (in *interner) mapping(m *profile.Mapping) *profile.Mapping {
+	k := mapKey(m)
+	pm := in.maps[k]
+	if pm == nil {
+		c := *m
+		c.ID = uint64(len(in.p.Mappings) + 1)
+		pm = &c
+		in.p.Mappings = append(in.p.Mappings, pm)
+		in.maps[k] = pm
+	}
+	return pm
 }
 
 func mapKey(m *profile.Mapping) profile.Mapping {
@@ -430,16 +527,7 @@ func (in *interner) loc(pc uint64, exact bool) *profile.Location {
 		l.Frames = []profile.Frame{{Function: fmt.Sprintf("[unknown]+0x%x", addr)}}
 	}
 	if m != nil {
-		k := mapKey(m)
-		pm := in.maps[k]
-		if pm == nil {
-			c := *m
-			c.ID = uint64(len(in.p.Mappings) + 1)
-			pm = &c
-			in.p.Mappings = append(in.p.Mappings, pm)
-			in.maps[k] = pm
-		}
-		l.Mapping = pm
+		l.Mapping = in.mapping(m)
 	}
 	in.byAddr[addr] = l
 	in.p.Locs = append(in.p.Locs, l)

@@ -178,40 +178,99 @@ func run() int {
 	return 0
 }
 
-// runGroups starts every group at once and waits for all of them.
+// runGroups starts every group at once and waits for all of them. Each
+// group's goroutines are created by a function of their own (startCompute,
+// ...), so that a goroutine profile can group them by creation site.
 func runGroups(d time.Duration) ([]*group, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("create pipe: %w", err)
 	}
 	defer r.Close()
-	deadline := time.Now().Add(d)
-	ch := make(chan int)
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	var groups []*group
-	spawn := func(fn string, count int, body func() time.Duration) {
-		g := &group{Name: strings.TrimPrefix(fn, "main."), Function: fn, Count: count, Phases: map[string]phase{}}
-		groups = append(groups, g)
-		for i := 0; i < count; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				t := time.Now()
-				lockWait := body()
-				g.add(time.Since(t), lockWait)
-			}()
-		}
+	s := &spawner{deadline: time.Now().Add(d), ch: make(chan int), r: r, w: w}
+	startCompute(s, 2)
+	startSleeper(s, 2)
+	startChanWaiter(s, 2)
+	startChanFeeder(s, 1)
+	startPipeReader(s, 1)
+	startPipeWriter(s, 1)
+	startMutexContender(s, 3)
+	s.wg.Wait()
+	return s.groups, nil
+}
+
+// spawner holds what the groups share.
+type spawner struct {
+	deadline time.Time
+	ch       chan int
+	r, w     *os.File
+	mu       sync.Mutex
+	wg       sync.WaitGroup
+	groups   []*group
+}
+
+func (s *spawner) group(fn string, count int) *group {
+	g := &group{Name: strings.TrimPrefix(fn, "main."), Function: fn, Count: count, Phases: map[string]phase{}}
+	s.groups = append(s.groups, g)
+	s.wg.Add(count)
+	return g
+}
+
+// run runs one goroutine's body and records its time.
+func (s *spawner) run(g *group, body func() time.Duration) {
+	defer s.wg.Done()
+	t := time.Now()
+	lockWait := body()
+	g.add(time.Since(t), lockWait)
+}
+
+func startCompute(s *spawner, n int) {
+	g := s.group("main.compute", n)
+	for i := 0; i < n; i++ {
+		go s.run(g, func() time.Duration { compute(s.deadline); return 0 })
 	}
-	spawn("main.compute", 2, func() time.Duration { compute(deadline); return 0 })
-	spawn("main.sleeper", 2, func() time.Duration { sleeper(deadline); return 0 })
-	spawn("main.chanWaiter", 2, func() time.Duration { chanWaiter(ch); return 0 })
-	spawn("main.chanFeeder", 1, func() time.Duration { chanFeeder(ch, deadline); return 0 })
-	spawn("main.pipeReader", 1, func() time.Duration { pipeReader(r); return 0 })
-	spawn("main.pipeWriter", 1, func() time.Duration { pipeWriter(w, deadline); return 0 })
-	spawn("main.mutexContender", 3, func() time.Duration { return mutexContender(&mu, deadline) })
-	wg.Wait()
-	return groups, nil
+}
+
+func startSleeper(s *spawner, n int) {
+	g := s.group("main.sleeper", n)
+	for i := 0; i < n; i++ {
+		go s.run(g, func() time.Duration { sleeper(s.deadline); return 0 })
+	}
+}
+
+func startChanWaiter(s *spawner, n int) {
+	g := s.group("main.chanWaiter", n)
+	for i := 0; i < n; i++ {
+		go s.run(g, func() time.Duration { chanWaiter(s.ch); return 0 })
+	}
+}
+
+func startChanFeeder(s *spawner, n int) {
+	g := s.group("main.chanFeeder", n)
+	for i := 0; i < n; i++ {
+		go s.run(g, func() time.Duration { chanFeeder(s.ch, s.deadline); return 0 })
+	}
+}
+
+func startPipeReader(s *spawner, n int) {
+	g := s.group("main.pipeReader", n)
+	for i := 0; i < n; i++ {
+		go s.run(g, func() time.Duration { pipeReader(s.r); return 0 })
+	}
+}
+
+func startPipeWriter(s *spawner, n int) {
+	g := s.group("main.pipeWriter", n)
+	for i := 0; i < n; i++ {
+		go s.run(g, func() time.Duration { pipeWriter(s.w, s.deadline); return 0 })
+	}
+}
+
+func startMutexContender(s *spawner, n int) {
+	g := s.group("main.mutexContender", n)
+	for i := 0; i < n; i++ {
+		go s.run(g, func() time.Duration { return mutexContender(&s.mu, s.deadline) })
+	}
 }
 
 func monoNS() int64 {
