@@ -3,7 +3,9 @@ package goroutines
 import (
 	"fmt"
 	"os"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/wallprof/wallprof/internal/groundtruth"
 )
@@ -37,7 +39,7 @@ func BenchmarkSnapshot(b *testing.B) {
 					r.mem = &merged{inner: &fileReader{f: f}}
 				}
 				var snap Snapshot
-				calls0 := r.Syscalls()
+				calls0, cpu0 := r.Syscalls(), cpuTime(b)
 				b.ReportAllocs()
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
@@ -46,10 +48,20 @@ func BenchmarkSnapshot(b *testing.B) {
 					}
 				}
 				b.StopTimer()
+				b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 				b.ReportMetric(float64(len(snap.Goroutines)), "goroutines")
 				b.ReportMetric(float64(r.Syscalls()-calls0)/float64(b.N), "syscalls/op")
 				b.ReportMetric(float64(snap.Dropped), "dropped")
 			})
 		}
 	}
+}
+
+// cpuTime returns the user and system CPU time of this process.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

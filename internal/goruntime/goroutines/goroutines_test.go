@@ -263,7 +263,13 @@ func checkMainAndSpin(t *testing.T, r *Reader, snap Snapshot, pid int) {
 			if start != "runtime.main" || g.System || !slices.Contains(frames(r, g), "main.main") {
 				t.Errorf("main goroutine: start %q system=%v stack %q", start, g.System, frames(r, g))
 			}
-			if g.Status != Syscall && g.Status != Waiting {
+			switch g.Status {
+			case Syscall: // stdin is a blocking pipe: read(2) on its thread
+				if _, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d", pid, g.TID)); g.TID == 0 || err != nil {
+					t.Errorf("main goroutine in a system call on thread %d, not a thread of %d", g.TID, pid)
+				}
+			case Waiting: // the netpoller took stdin
+			default:
 				t.Errorf("main goroutine %s, want in a read of stdin", g.Status)
 			}
 		case start == "main.spin":
@@ -313,6 +319,19 @@ func TestOpenErrors(t *testing.T) {
 	t.Run("no process", func(t *testing.T) {
 		if _, err := Open(1 << 30); err == nil || !strings.Contains(err.Error(), "process") {
 			t.Errorf("Open(no such pid) = %v", err)
+		}
+	})
+	t.Run("exited", func(t *testing.T) {
+		w := startWorkload(t, groundtruth.BuildGo(t, groundtruth.WorkloadDir(t, "goparked"), true, ""))
+		r, err := Open(w.cmd.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		w.cmd.Process.Kill()
+		w.cmd.Wait()
+		if _, err := r.Snapshot(); err == nil || !strings.Contains(err.Error(), "process gone") {
+			t.Errorf("Snapshot of an exited process: %v", err)
 		}
 	})
 	t.Run("Go 1.18", func(t *testing.T) {
@@ -368,14 +387,14 @@ func TestReadWhileChurning(t *testing.T) {
 			}
 			fs := frames(r, g)
 			if !g.Truncated && fs[len(fs)-1] != "runtime.goexit" {
-				// A goroutine that has not run yet stops at its entry pc.
-				if !(g.Status == Runnable && len(g.Stack) == 1 && g.Stack[0] == g.StartPC) {
+				{
 					t.Errorf("snapshot %d: goroutine %d (%s): stack %q %#x, start %#x %s, pc in %s", i, g.ID, g.Status, fs, g.Stack, g.StartPC, funcName(r, g.StartPC), funcName(r, g.Stack[0]))
 				}
 			}
 			for _, pc := range g.Stack[1:] {
 				if r.Table().Lookup(pc-1-r.LoadBias()) == nil {
-					t.Errorf("snapshot %d: goroutine %d: return address %#x not in a Go function", i, g.ID, pc)
+					t.Errorf("snapshot %d: goroutine %d (%s %q, started at %s, stack %#x %q): return address %#x not in a Go function",
+						i, g.ID, g.Status, g.WaitReason, funcName(r, g.StartPC), g.Stack, fs, pc)
 				}
 			}
 		}

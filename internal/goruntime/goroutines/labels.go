@@ -132,59 +132,94 @@ func (r *Reader) readLabelSlices(fresh []uint64, heads []read, want []uint64) ma
 }
 
 // readLabelMaps decodes label sets of Go 1.20–1.23: *map[string]string.
-// Maps that are growing or have overflow buckets are not read.
+// It reads the buckets, their overflow chains and, in a map still growing,
+// the old buckets not yet moved.
 func (r *Reader) readLabelMaps(fresh []uint64, heads []read, want []uint64) map[uint64][]Label {
 	hmaps := make([]read, len(fresh))
 	for i, p := range fresh {
 		hmaps[i] = read{addr: word(header(p, heads, want), 0), buf: make([]byte, 48)}
 	}
 	r.mem.readAll(hmaps)
-	buckets := make([]read, 0, len(fresh))
-	owner := make([]uint64, 0, len(fresh))
+	var queue []read
+	var owners []bucketOwner
 	for i, h := range hmaps {
 		if !h.ok || h.addr == 0 {
 			continue
 		}
-		b := h.buf[rtlayout.HmapB]
-		if word(h.buf, rtlayout.HmapOldbuckets) != 0 || b > maxMapB || word(h.buf, rtlayout.HmapBuckets) == 0 {
+		b, flags := h.buf[rtlayout.HmapB], h.buf[rtlayout.HmapFlags]
+		buckets, old := word(h.buf, rtlayout.HmapBuckets), word(h.buf, rtlayout.HmapOldbuckets)
+		if b > maxMapB || buckets == 0 {
 			continue
 		}
-		buckets = append(buckets, read{addr: word(h.buf, rtlayout.HmapBuckets), buf: make([]byte, rtlayout.BucketSize<<b)})
-		owner = append(owner, fresh[i])
-	}
-	r.mem.readAll(buckets)
-	refs := make(map[uint64][]strRef)
-	for i, rd := range buckets {
-		rs, ok := bucketStrings(rd)
-		if ok {
-			refs[owner[i]] = rs
+		queue = append(queue, read{addr: buckets, buf: make([]byte, rtlayout.BucketSize<<b)})
+		owners = append(owners, bucketOwner{set: fresh[i]})
+		if old != 0 {
+			ob := b
+			if flags&rtlayout.HmapSameSizeGrow == 0 && ob > 0 {
+				ob--
+			}
+			queue = append(queue, read{addr: old, buf: make([]byte, rtlayout.BucketSize<<ob)})
+			owners = append(owners, bucketOwner{set: fresh[i], old: true})
 		}
+	}
+	refs := make(map[uint64][]strRef)
+	bad := make(map[uint64]bool)
+	for round := 0; len(queue) > 0; round++ {
+		if round == 8 { // overflow chains this long: give up on those maps
+			for _, o := range owners {
+				bad[o.set] = true
+			}
+			break
+		}
+		r.mem.readAll(queue)
+		var next []read
+		var nextOwners []bucketOwner
+		for i, rd := range queue {
+			o := owners[i]
+			if !rd.ok {
+				bad[o.set] = true
+				continue
+			}
+			for off := 0; off+rtlayout.BucketSize <= len(rd.buf); off += rtlayout.BucketSize {
+				bk := rd.buf[off : off+rtlayout.BucketSize]
+				if o.old && bk[0] >= rtlayout.BucketEvacuated && bk[0] < rtlayout.BucketMinTopHash {
+					continue // moved to the new buckets, read there
+				}
+				refs[o.set] = append(refs[o.set], bucketStrings(bk)...)
+				if ovf := word(bk, rtlayout.BucketOverflow); ovf != 0 {
+					next = append(next, read{addr: ovf, buf: make([]byte, rtlayout.BucketSize)})
+					nextOwners = append(nextOwners, o)
+				}
+			}
+		}
+		queue, owners = next, nextOwners
+	}
+	for set := range bad {
+		delete(refs, set)
 	}
 	return r.readLabelStrings(refs)
 }
 
-// bucketStrings returns the key and value headers of the used slots of
-// the buckets read in rd, or false if one has an overflow bucket.
-func bucketStrings(rd read) ([]strRef, bool) {
-	if !rd.ok {
-		return nil, false
-	}
+// bucketOwner says which label set a bucket read belongs to, and whether
+// it is an old bucket of a growing map.
+type bucketOwner struct {
+	set uint64
+	old bool
+}
+
+// bucketStrings returns the key and value headers of the used slots of a
+// bucket.
+func bucketStrings(bk []byte) []strRef {
 	var rs []strRef
-	for b := 0; b+rtlayout.BucketSize <= len(rd.buf); b += rtlayout.BucketSize {
-		bk := rd.buf[b : b+rtlayout.BucketSize]
-		if word(bk, rtlayout.BucketOverflow) != 0 {
-			return nil, false
+	for slot := 0; slot < 8; slot++ {
+		if bk[slot] < rtlayout.BucketMinTopHash {
+			continue
 		}
-		for slot := 0; slot < 8; slot++ {
-			if bk[slot] < rtlayout.BucketMinTopHash {
-				continue
-			}
-			k := rtlayout.BucketKeys + slot*rtlayout.StringHeaderBytes
-			v := rtlayout.BucketValues + slot*rtlayout.StringHeaderBytes
-			rs = append(rs, strRef{word(bk, k), word(bk, k+8)}, strRef{word(bk, v), word(bk, v+8)})
-		}
+		k := rtlayout.BucketKeys + slot*rtlayout.StringHeaderBytes
+		v := rtlayout.BucketValues + slot*rtlayout.StringHeaderBytes
+		rs = append(rs, strRef{word(bk, k), word(bk, k+8)}, strRef{word(bk, v), word(bk, v+8)})
 	}
-	return rs, true
+	return rs
 }
 
 // readLabelStrings reads the strings of each set (key, value, key, ...)

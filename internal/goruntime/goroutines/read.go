@@ -23,13 +23,14 @@ const (
 // readGoroutines reads the gs at the addresses in gps: each g, then (in
 // one batch) the used part of every stack, the thread id of every M and
 // each g again. Goroutines read consistently are appended to snap; the
-// addresses of the others are returned for another round.
-func (r *Reader) readGoroutines(gps []uint64, snap *Snapshot) []uint64 {
+// addresses of the others are returned for another round. In the last
+// round, a stack whose frames stop fitting is kept up to there.
+func (r *Reader) readGoroutines(gps []uint64, snap *Snapshot, last bool) []uint64 {
 	plans, retry := r.planRound(gps, snap)
 	reads := r.readRound(plans)
 	for i := range plans {
 		p := &plans[i]
-		g, ok := r.finish(p, reads)
+		g, ok := r.finish(p, reads, last)
 		if !ok {
 			retry = append(retry, p.gp)
 			continue
@@ -129,8 +130,8 @@ func (r *Reader) readRound(plans []gplan) []read {
 }
 
 // finish validates a goroutine read by readGoroutines and builds its
-// Goroutine.
-func (r *Reader) finish(p *gplan, reads []read) (Goroutine, bool) {
+// Goroutine; last says whether this is the last round.
+func (r *Reader) finish(p *gplan, reads []read, last bool) (Goroutine, bool) {
 	if !reads[p.reread].ok || !sameG(p.first, r.parseG(reads[p.reread].buf)) {
 		return Goroutine{}, false
 	}
@@ -147,13 +148,17 @@ func (r *Reader) finish(p *gplan, reads []read) (Goroutine, bool) {
 	if !reads[p.stack].ok {
 		return Goroutine{}, false
 	}
-	stack, truncated, ok := unwind(reads[p.stack].buf, p.winBase, p.v.hi, p.v.pc, p.v.bp, r.maxDepth)
-	if !ok {
+	u := unwind(reads[p.stack].buf, p.winBase, p.v.hi, p.v.pc, p.v.bp, r.atEntry(p.v.pc), r.frame)
+	if u.broken || (u.suspect && !last) {
 		return Goroutine{}, false
 	}
-	if r.cacheAge > 0 && p.v.m == 0 {
-		r.stacks[p.gp] = &cachedStack{v: p.first, stack: stack, truncated: truncated, readAt: r.snapshots, seen: r.snapshots}
+	if u.suspect {
+		// Still so after every retry: keep the frames that fit.
+		u.truncated = true
+	} else if r.cacheAge > 0 && p.v.m == 0 {
+		r.stacks[p.gp] = &cachedStack{v: p.first, stack: u.stack, truncated: u.truncated, readAt: r.snapshots, seen: r.snapshots}
 	}
+	stack, truncated := u.stack, u.truncated
 	return r.goroutine(p, tid, stack, truncated), true
 }
 
@@ -184,36 +189,100 @@ type cachedStack struct {
 	seen      int // number of the last snapshot that found its g
 }
 
+// atEntry reports whether the function at pc has not pushed anything yet
+// (its pcsp value is 0 there): a goroutine stopped in a function's prologue
+// by morestack (preempted, or its stack being grown), or switched to the
+// system stack by runtime.systemstack, saved that pc with bp still the
+// caller's frame pointer and its return address at sp.
+func (r *Reader) atEntry(pc uint64) bool {
+	if r.table == nil {
+		return false
+	}
+	d, ok := r.table.SPDelta(pc - r.bias)
+	return ok && d == 0
+}
+
+// frame describes how a stack is unwound.
+type frame struct {
+	maxDepth int
+	// callerFrame returns the pcsp value of the function at return
+	// address ret (what it had pushed below its own return address when
+	// it made the call); nil skips the frame-layout check.
+	callerFrame func(ret uint64) (int64, bool)
+}
+
+// unwound is the result of unwind.
+type unwound struct {
+	stack     []uint64
+	truncated bool // stopped at maxDepth or at the end of the bytes read
+	broken    bool // frame pointers not increasing within the stack: a torn read
+	// suspect: a frame does not sit where its caller's frame size puts it
+	// (a stack read while it changed, or a frame the check does not
+	// understand); stack ends at that frame's return address.
+	suspect bool
+}
+
 // unwind follows the frame-pointer chain from (pc, bp) through win, the
-// stack memory from base, on a stack that ends at hi. Frame pointers must
+// stack memory from base (the saved sp), on a stack that ends at hi; if
+// atEntry, the return address at sp comes first. Frame pointers must
 // increase strictly and stay in the stack; the chain ends at a zero frame
-// pointer. truncated reports a stop at maxDepth or at the end of win
-// before hi; ok is false if the chain is broken (a torn read).
-func unwind(win []byte, base, hi, pc, bp uint64, maxDepth int) (stack []uint64, truncated, ok bool) {
-	stack = make([]uint64, 0, 16)
-	stack = append(stack, pc)
+// pointer. Each frame pointer must also be where the frame size of the
+// function it returns to puts it: the caller's frame pointer is 8 bytes
+// below its return address, which is its frame size above its stack
+// pointer at the call, 16 bytes above the callee's frame pointer.
+func unwind(win []byte, base, hi, pc, bp uint64, atEntry bool, f frame) unwound {
+	u := unwound{stack: make([]uint64, 0, 16)}
+	u.stack = append(u.stack, pc)
+	if atEntry && len(win) >= 8 {
+		if ret := word(win, 0); ret != 0 {
+			u.stack = append(u.stack, ret)
+			u.suspect = bp != 0 && !f.fits(ret, base-8, bp)
+			if u.suspect {
+				return u
+			}
+		}
+	}
 	end := base + uint64(len(win))
-	for len(stack) < maxDepth {
+	for len(u.stack) < f.maxDepth {
 		if bp == 0 {
-			return stack, false, true
+			return u
 		}
 		if bp < base || bp+16 > hi {
-			return stack, false, false
+			u.broken = true
+			return u
 		}
 		if bp+16 > end {
-			return stack, true, true // beyond the bytes read (maxStack)
+			u.truncated = true // beyond the bytes read (maxStack)
+			return u
 		}
 		next, ret := word(win, int(bp-base)), word(win, int(bp-base)+8)
 		if ret == 0 {
-			return stack, false, true
+			return u
 		}
-		stack = append(stack, ret)
+		u.stack = append(u.stack, ret)
 		if next != 0 && next <= bp {
-			return stack, false, false
+			u.broken = true
+			return u
+		}
+		if next != 0 && !f.fits(ret, bp, next) {
+			u.suspect = true
+			return u
 		}
 		bp = next
 	}
-	return stack, bp != 0, true
+	u.truncated = bp != 0
+	return u
+}
+
+// fits reports whether the frame of the function at return address ret,
+// called from a frame whose frame pointer is at fp, has its frame pointer
+// at next.
+func (f frame) fits(ret, fp, next uint64) bool {
+	if f.callerFrame == nil {
+		return true
+	}
+	d, ok := f.callerFrame(ret)
+	return ok && d >= 8 && next == fp+uint64(d)+8
 }
 
 // frameBP returns the frame pointer of the frame that is at pc with stack

@@ -67,6 +67,7 @@ type Reader struct {
 	stacks    map[uint64]*cachedStack // by g address
 	cacheAge  int                     // 0: no stack cache
 	labelSets map[uint64]*labelSet    // by address
+	frame     frame
 }
 
 // SetStackCache sets for how many snapshots (at least; up to 15 more) the
@@ -137,13 +138,21 @@ func Open(pid int) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Reader{
+	r := &Reader{
 		pid: pid, version: version, layout: layout, table: table,
 		allgs: allgs + bias, allgsHow: how, bias: bias, mem: mem,
 		system: make(map[uint64]bool),
 		stacks: make(map[uint64]*cachedStack), cacheAge: 16,
 		maxRetry: 3, maxDepth: 512, maxStack: 256 << 10,
-	}, nil
+		labelSets: make(map[uint64]*labelSet),
+	}
+	r.frame = frame{maxDepth: r.maxDepth, callerFrame: r.callerFrame}
+	return r, nil
+}
+
+// callerFrame returns the pcsp value at return address ret.
+func (r *Reader) callerFrame(ret uint64) (int64, bool) {
+	return r.table.SPDelta(ret - r.bias)
 }
 
 // Close releases the Reader's resources.

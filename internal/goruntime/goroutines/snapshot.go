@@ -25,9 +25,10 @@ type Goroutine struct {
 	// pointers from the registers the goroutine saved when it stopped
 	// running (look up pc-1 to name the calling line). It is nil for a
 	// running goroutine: its saved registers are stale, so its stack must
-	// come from on-CPU samples of thread TID. A goroutine that has not run
-	// yet has just its entry, StartPC. Stack may be shared with other
-	// snapshots: do not modify it.
+	// come from on-CPU samples of thread TID. A goroutine stopped at the
+	// entry of a function (one that has not run yet, or was preempted in a
+	// function prologue) has that entry first. Stack may be shared with
+	// other snapshots: do not modify it.
 	Stack []uint64
 	// Truncated is set when Stack stopped at the depth limit or the
 	// stack-read limit rather than at the goroutine's first frame.
@@ -96,7 +97,7 @@ func (r *Reader) Snapshot() (Snapshot, error) {
 		if attempt > 0 {
 			snap.Retried += len(pending)
 		}
-		pending = r.readGoroutines(pending, &snap)
+		pending = r.readGoroutines(pending, &snap, attempt == r.maxRetry)
 	}
 	r.scratch.pending = pending[:0]
 	ptrs := make([]uint64, len(snap.Goroutines))

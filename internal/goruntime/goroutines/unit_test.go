@@ -92,7 +92,7 @@ func fakeTarget(t *testing.T) (*Reader, *fakeMem) {
 			put(g, o.GGoid, binary.LittleEndian.Uint64(g[o.GGoid:])+100)
 		}
 	}
-	r := &Reader{layout: l, allgs: 0x1000, mem: m, system: map[uint64]bool{}, maxRetry: 3, maxDepth: 512, maxStack: 256 << 10}
+	r := &Reader{layout: l, allgs: 0x1000, mem: m, system: map[uint64]bool{}, maxRetry: 3, maxDepth: 512, maxStack: 256 << 10, frame: frame{maxDepth: 512}}
 	return r, m
 }
 
@@ -160,29 +160,53 @@ func TestStackCache(t *testing.T) {
 func TestUnwind(t *testing.T) {
 	const base, hi = 0x1000, 0x1100
 	win := make([]byte, hi-base)
-	frame := func(at, next, ret uint64) { put(win, int(at-base), next); put(win, int(at-base)+8, ret) }
-	frame(0x1010, 0x1040, 0xa)
-	frame(0x1040, 0x1080, 0xb)
-	frame(0x1080, 0, 0xc)
-	st, trunc, ok := unwind(win, base, hi, 0x9, 0x1010, 100)
-	if !ok || trunc || !slices.Equal(st, []uint64{0x9, 0xa, 0xb, 0xc}) {
-		t.Errorf("unwind = %#x %v %v", st, trunc, ok)
+	frameAt := func(at, next, ret uint64) { put(win, int(at-base), next); put(win, int(at-base)+8, ret) }
+	frameAt(0x1010, 0x1040, 0xa)
+	frameAt(0x1040, 0x1080, 0xb)
+	frameAt(0x1080, 0, 0xc)
+	// Frame sizes of the functions at 0xa and 0xb that put their frame
+	// pointers where the chain says.
+	sizes := map[uint64]int64{0xa: 0x28, 0xb: 0x38, 0x8: 0x40}
+	checked := frame{maxDepth: 100, callerFrame: func(ret uint64) (int64, bool) { d, ok := sizes[ret]; return d, ok }}
+	plain := frame{maxDepth: 100}
+	same := func(u unwound, stack []uint64, truncated, broken, suspect bool) bool {
+		return slices.Equal(u.stack, stack) && u.truncated == truncated && u.broken == broken && u.suspect == suspect
 	}
-	if st, trunc, ok := unwind(win, base, hi, 0x9, 0x1010, 2); !ok || !trunc || len(st) != 2 {
-		t.Errorf("depth 2: %#x %v %v", st, trunc, ok)
+	for _, f := range []frame{plain, checked} {
+		if u := unwind(win, base, hi, 0x9, 0x1010, false, f); !same(u, []uint64{0x9, 0xa, 0xb, 0xc}, false, false, false) {
+			t.Errorf("unwind = %+v", u)
+		}
 	}
-	if st, trunc, ok := unwind(win[:0x50], base, hi, 0x9, 0x1010, 100); !ok || !trunc || len(st) != 3 {
-		t.Errorf("short window: %#x %v %v", st, trunc, ok)
+	if u := unwind(win, base, hi, 0x9, 0x1010, false, frame{maxDepth: 2}); !same(u, []uint64{0x9, 0xa}, true, false, false) {
+		t.Errorf("depth 2: %+v", u)
 	}
-	if st, _, ok := unwind(win, base, hi, 0x9, 0, 100); !ok || !slices.Equal(st, []uint64{0x9}) {
-		t.Errorf("no frame pointer: %#x %v", st, ok)
+	if u := unwind(win[:0x50], base, hi, 0x9, 0x1010, false, plain); !same(u, []uint64{0x9, 0xa, 0xb}, true, false, false) {
+		t.Errorf("short window: %+v", u)
 	}
-	frame(0x1080, 0x1040, 0xc) // points back down: a loop
-	if _, _, ok := unwind(win, base, hi, 0x9, 0x1010, 100); ok {
+	if u := unwind(win, base, hi, 0x9, 0, false, checked); !same(u, []uint64{0x9}, false, false, false) {
+		t.Errorf("no frame pointer: %+v", u)
+	}
+	// Stopped at a function's entry: its return address is at sp (base),
+	// then the caller's frame pointer chain.
+	put(win, 0, 0x8)
+	if u := unwind(win, base, hi, 0x7, 0x1040, true, checked); !same(u, []uint64{0x7, 0x8, 0xb, 0xc}, false, false, false) {
+		t.Errorf("at entry: %+v", u)
+	}
+	// A frame that is not where its caller's frame size says.
+	sizes[0xb] = 0x30
+	if u := unwind(win, base, hi, 0x9, 0x1010, false, checked); !same(u, []uint64{0x9, 0xa, 0xb}, false, false, true) {
+		t.Errorf("misplaced frame: %+v", u)
+	}
+	delete(sizes, 0xa) // a return address outside every function
+	if u := unwind(win, base, hi, 0x9, 0x1010, false, checked); !same(u, []uint64{0x9, 0xa}, false, false, true) {
+		t.Errorf("unknown return address: %+v", u)
+	}
+	frameAt(0x1080, 0x1040, 0xc) // points back down: a loop
+	if u := unwind(win, base, hi, 0x9, 0x1010, false, plain); !u.broken {
 		t.Error("accepted a frame chain that goes down the stack")
 	}
-	frame(0x1080, 0x2000, 0xc) // leaves the stack
-	if _, _, ok := unwind(win, base, hi, 0x9, 0x1010, 100); ok {
+	frameAt(0x1080, 0x2000, 0xc) // leaves the stack
+	if u := unwind(win, base, hi, 0x9, 0x1010, false, plain); !u.broken {
 		t.Error("accepted a frame pointer outside the stack")
 	}
 }
@@ -217,5 +241,75 @@ func TestVMReaderPartial(t *testing.T) {
 	fm.readAll(rs[:3])
 	if !rs[0].ok || rs[1].ok || !rs[2].ok || string(rs[2].buf) != "abcdef" {
 		t.Errorf("pread reads: %+v", rs)
+	}
+}
+
+// TestLabelMapGrowing decodes a Go 1.22 label map that is still growing
+// (same-size grow: two old buckets, one already moved) and has an overflow
+// bucket.
+func TestLabelMapGrowing(t *testing.T) {
+	l, err := rtlayout.ForVersion("go1.22")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &fakeMem{regions: map[uint64][]byte{}}
+	r := &Reader{layout: l, mem: m}
+	strs := make([]byte, 0x100)
+	m.regions[0x9000] = strs
+	next := uint64(0x9000)
+	str := func(s string) strRef {
+		copy(strs[next-0x9000:], s)
+		ref := strRef{next, uint64(len(s))}
+		next += uint64(len(s))
+		return ref
+	}
+	bucket := func(tophash0 byte, kv ...string) []byte {
+		bk := make([]byte, rtlayout.BucketSize)
+		bk[0] = tophash0
+		for i := 0; i < len(kv); i += 2 {
+			slot := i / 2
+			bk[slot] = max(bk[slot], rtlayout.BucketMinTopHash)
+			k, v := str(kv[i]), str(kv[i+1])
+			put(bk, rtlayout.BucketKeys+slot*16, k.ptr)
+			put(bk, rtlayout.BucketKeys+slot*16+8, k.n)
+			put(bk, rtlayout.BucketValues+slot*16, v.ptr)
+			put(bk, rtlayout.BucketValues+slot*16+8, v.n)
+		}
+		return bk
+	}
+	// New buckets at 0x2000 (B=1): bucket 0 has an overflow at 0x3000.
+	b0, b1 := bucket(rtlayout.BucketMinTopHash, "a", "1"), bucket(rtlayout.BucketMinTopHash, "b", "2")
+	put(b0, rtlayout.BucketOverflow, 0x3000)
+	m.regions[0x2000] = append(b0, b1...)
+	m.regions[0x3000] = bucket(rtlayout.BucketMinTopHash, "c", "3")
+	// Old buckets at 0x4000: the first was moved (its slots must be
+	// ignored), the second not yet.
+	moved := bucket(0, "stale", "x")
+	moved[0] = rtlayout.BucketEvacuated
+	m.regions[0x4000] = append(moved, bucket(rtlayout.BucketMinTopHash, "d", "4")...)
+	hmap := make([]byte, 48)
+	put(hmap, rtlayout.HmapCount, 4)
+	hmap[rtlayout.HmapB] = 1
+	hmap[rtlayout.HmapFlags] = rtlayout.HmapSameSizeGrow
+	put(hmap, rtlayout.HmapBuckets, 0x2000)
+	put(hmap, rtlayout.HmapOldbuckets, 0x4000)
+	m.regions[0x1000] = hmap
+	lm := make([]byte, 24) // the labelMap variable: a pointer to the hmap
+	put(lm, 0, 0x1000)
+	m.regions[0x800] = lm
+
+	snap := Snapshot{Goroutines: []Goroutine{{ID: 1}}}
+	r.readLabels(&snap, []uint64{0x800})
+	want := []Label{{"a", "1"}, {"b", "2"}, {"c", "3"}, {"d", "4"}}
+	if !slices.Equal(snap.Goroutines[0].Labels, want) || snap.LabelErrors != 0 {
+		t.Errorf("labels %q (%d errors), want %q", snap.Goroutines[0].Labels, snap.LabelErrors, want)
+	}
+	// A bucket that cannot be read: no labels, counted.
+	delete(m.regions, 0x3000)
+	r.labelSets = nil
+	snap = Snapshot{Goroutines: []Goroutine{{ID: 1}}}
+	r.readLabels(&snap, []uint64{0x800})
+	if snap.Goroutines[0].Labels != nil || snap.LabelErrors != 1 {
+		t.Errorf("with a missing overflow bucket: labels %q, %d errors", snap.Goroutines[0].Labels, snap.LabelErrors)
 	}
 }

@@ -26,6 +26,8 @@ const (
 // overflow pointer). The tests check them against DWARF.
 const (
 	HmapCount         = 0  // count int
+	HmapFlags         = 8  // flags uint8
+	HmapSameSizeGrow  = 8  // flag: growing to the same number of buckets
 	HmapB             = 9  // B uint8: log2 of the number of buckets
 	HmapBuckets       = 16 // buckets unsafe.Pointer
 	HmapOldbuckets    = 24 // oldbuckets: non-nil while the map grows
@@ -33,7 +35,8 @@ const (
 	BucketKeys        = 8   // [8]string
 	BucketValues      = 136 // [8]string
 	BucketOverflow    = 264 // *bucket
-	BucketMinTopHash  = 5   // tophash values below it mark empty slots
+	BucketMinTopHash  = 5   // tophash values below it mark empty or moved slots
+	BucketEvacuated   = 2   // tophash[0] in [2, 5): the old bucket was moved (evacuatedX..evacuatedEmpty)
 	LabelSize         = 32  // {key, value string}
 	LabelSliceOffset  = 0   // the slice in labelMap
 	StringHeaderBytes = 16  // {ptr, len}

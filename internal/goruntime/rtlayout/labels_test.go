@@ -57,6 +57,7 @@ func TestLabelsLayout(t *testing.T) {
 			case LabelsMap:
 				check("runtime.hmap", "count", HmapCount)
 				check("runtime.hmap", "B", HmapB)
+				check("runtime.hmap", "flags", HmapFlags)
 				check("runtime.hmap", "buckets", HmapBuckets)
 				check("runtime.hmap", "oldbuckets", HmapOldbuckets)
 				check("bucket<string,string>", "", BucketSize)
