@@ -407,7 +407,7 @@ func (inv *investigation) startRecording() {
 		return
 	}
 	name, path := inv.file("wall-clock profile (pprof)", ".wall.pb.gz")
-	r := &recording{flags: &recordFlags{freq: inv.f.freq, stats: "sampled", quiet: true, output: path}, stderr: io.Discard}
+	r := &recording{flags: &recordFlags{freq: inv.f.freq, stats: "sampled", quiet: true, output: path, gview: "auto"}, stderr: io.Discard}
 	pid := inv.cmd.Process.Pid
 	if err := r.newSession(pid, true); err != nil {
 		inv.note("no wall-clock profile: cannot start recording: %v", err)
@@ -422,7 +422,8 @@ func (inv *investigation) startRecording() {
 		delete(inv.rep.Artefacts, "wall-clock profile (pprof)")
 		return
 	}
-	go r.session.Run(r.agg.Add)
+	go r.session.Run(r.add)
+	r.startGoroutines(pid, "")
 	inv.rec = r
 	inv.rep.Profile = name
 }
@@ -457,8 +458,15 @@ func (inv *investigation) wallSection() []byte {
 		inv.note("cannot write the wall-clock profile: %v", err)
 		inv.rep.Profile = ""
 	}
+	view, title := p, "Wall-clock time of "+strings.Join(inv.argv, " ")
+	if len(p.Goroutines) > 0 {
+		if gr, err := present.NewGoroutineReport(p, nil); err == nil {
+			inv.rep.Goroutines = gr
+		}
+		view, title = present.GoroutineView(p, nil), "Goroutine time of "+strings.Join(inv.argv, " ")
+	}
 	var b bytes.Buffer
-	if err := flame.WriteHTML(&b, p, flame.Options{Title: "Wall-clock time of " + strings.Join(inv.argv, " "), Icicle: true}); err != nil {
+	if err := flame.WriteHTML(&b, view, flame.Options{Title: title, Icicle: true}); err != nil {
 		inv.note("cannot draw the flame graph: %v", err)
 		return nil
 	}

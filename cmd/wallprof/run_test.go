@@ -178,6 +178,16 @@ func TestRunSearchServer(t *testing.T) {
 				t.Error("the wall-clock profile never shows main.(*Index).count")
 			}
 		}
+		// The server's request goroutines, by creation site.
+		found := false
+		for _, g := range before.Goroutines.Groups {
+			if g.CreatedBy == "net/http.(*Server).Serve" && g.Func == "net/http.(*conn).serve" && g.Running > 0 {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no running group of net/http.(*conn).serve goroutines in %+v", before.Goroutines)
+		}
 	}
 
 	after, afterPage := investigate(t, server, true)
@@ -233,7 +243,11 @@ func checkReportInBrowser(t *testing.T, page string) {
 		}
 	}
 	must("load", chromedp.Do(bctx, chromedp.Navigate("file://"+page), chromedp.WaitVisible("#sites")))
-	for _, sel := range []string{"#latency", "#gc svg.chart", "#heap svg.chart", "#sites", "#flame iframe"} {
+	sels := []string{"#latency", "#gc svg.chart", "#heap svg.chart", "#sites", "#flame iframe"}
+	if preflight() == "" {
+		sels = append(sels, "#goroutines")
+	}
+	for _, sel := range sels {
 		n, err := chromedp.Run(bctx, chromedp.Evaluate[int](fmt.Sprintf(`document.querySelectorAll(%q).length`, sel)))
 		must(sel, err)
 		if n == 0 {

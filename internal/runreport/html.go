@@ -91,6 +91,7 @@ var funcs = template.FuncMap{
 		return fmt.Sprintf("%.0fµs", float64(d)/1e3)
 	},
 	"secs":   func(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) },
+	"nsdur":  func(ns int64) time.Duration { return time.Duration(ns) },
 	"bytes":  fmtBytes,
 	"bytesf": func(v float64) string { return fmtBytes(int64(math.Round(v))) },
 	"f0":     func(v float64) string { return fmt.Sprintf("%.0f", v) },
@@ -224,7 +225,13 @@ iframe{width:100%;height:640px;border:1px solid #e5e7eb;background:#fff}
 </section>
 
 <section id="flame"><h2>Wall-clock profile</h2>
-{{if .Flame}}<p>Every thread's time during the load: on a CPU, waiting for one, and blocked. Open it in pprof with <code>go tool pprof -http=: {{.R.Profile}}</code>, or <code>wallprof report {{.R.Profile}}</code>.</p>
+{{with .R.Goroutines}}
+<p>Goroutine time during the load, by creation site: each goroutine's own time, so ten goroutines waiting for a second are ten seconds of one group.</p>
+<table id="goroutines"><tr><th>group</th><th>goroutines</th><th>time</th><th>share</th><th>running</th><th>runnable</th><th>waiting</th><th>waiting by reason</th></tr>
+{{range .Groups}}<tr><td><code>{{.Group}}</code>{{if .Func}}<br><code>{{.Func}}</code>{{end}}</td><td class="n">{{.Goroutines}}</td><td class="n">{{dur (nsdur .TimeNs)}}</td><td class="n">{{f1 .Share}}%</td><td class="n">{{f1 .Running}}%</td><td class="n">{{f1 .Runnable}}%</td><td class="n">{{f1 .Waiting}}%</td><td>{{range $i, $r := .Reasons}}{{if $i}}, {{end}}{{$r.Reason}} {{f1 $r.Percent}}%{{end}}</td></tr>
+{{end}}</table>
+{{end}}
+{{if .Flame}}<p>{{if .R.Goroutines}}The goroutines' time during the load: running (on-CPU colour), runnable and waiting (blocked colour). The thread view is in the same file: <code>go tool pprof -sample_index=wall -http=: {{.R.Profile}}</code>.{{else}}Every thread's time during the load: on a CPU, waiting for one, and blocked. Open it in pprof with <code>go tool pprof -http=: {{.R.Profile}}</code>, or <code>wallprof report {{.R.Profile}}</code>.{{end}}</p>
 <iframe title="flame graph" srcdoc="{{.Flame}}"></iframe>
 {{else}}<p>No wall-clock profile was recorded.</p>{{end}}
 </section>

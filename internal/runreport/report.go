@@ -12,6 +12,7 @@ import (
 	"github.com/wallprof/wallprof/internal/goruntime/escapes"
 	"github.com/wallprof/wallprof/internal/goruntime/gctrace"
 	"github.com/wallprof/wallprof/internal/load"
+	"github.com/wallprof/wallprof/internal/present"
 )
 
 // Format names the JSON schema of a Report.
@@ -37,6 +38,9 @@ type Report struct {
 	// Profile is the file of the wall-clock profile, relative to the
 	// report; empty when nothing was recorded.
 	Profile string `json:"profile,omitempty"`
+	// Goroutines groups the server's goroutine time by creation site, when
+	// the profile has a goroutine view.
+	Goroutines *present.GoroutineReport `json:"goroutines,omitempty"`
 
 	// Artefacts are the raw files written next to the report, by kind,
 	// relative to the report's directory.
