@@ -37,6 +37,7 @@ type Aggregator struct {
 	comm        map[uint32]string
 	perThread   map[uint32]int
 	key         []byte
+	carried     []Remainder // carried weights that came before any sample of their thread and state
 }
 
 type aggEntry struct {
@@ -85,6 +86,22 @@ func (a *Aggregator) Resolver(pid uint32) ProcessResolver {
 
 // Add adds one sample.
 func (a *Aggregator) Add(s *RawSample) {
+	if s.Carry {
+		// Time whose stack is unknown: to the thread's latest sample in
+		// the same state, as it is now.
+		for st, w := range s.Weight {
+			if w == 0 {
+				continue
+			}
+			r := Remainder{PID: s.PID, TID: s.TID, State: profile.State(st), Nanos: w}
+			if e, ok := a.last[threadState{s.TID, r.State}]; ok {
+				e.value += int64(w)
+			} else {
+				a.carried = append(a.carried, r)
+			}
+		}
+		return
+	}
 	user := s.User
 	if r := a.Resolver(s.PID); r != nil && len(user) > 0 {
 		user = r.FixLeaf(s.Regs, s.Snap, user)
@@ -161,7 +178,7 @@ func Build(res *Result, a *Aggregator, kernel KernelResolver, command string) *p
 	}
 	cost := res.Cost
 	p.Cost = &cost
-	for _, r := range res.Remainders {
+	for _, r := range append(a.carried, res.Remainders...) {
 		a.AddRemainder(r)
 	}
 	b := &builder{p: p, a: a, kernel: kernel, locs: map[locKey]*profile.Location{}, maps: map[*profile.Mapping]*profile.Mapping{}}

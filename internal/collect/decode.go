@@ -15,6 +15,7 @@ const (
 	evExit   = 2
 
 	sampleFinal = 1
+	sampleCarry = 2
 
 	maxStack  = 127
 	snapBytes = 512
@@ -37,14 +38,17 @@ type RawSample struct {
 	PID, TID uint32
 	Comm     string
 	Final    bool // taken at the end of the recording; weights come from the thread table
-	TS       uint64
-	Weight   [profile.NumStates]uint64
-	Regs     symbolize.Regs
-	Kernel   []uint64 // leaf first
-	User     []uint64 // leaf first, frame-pointer walk
-	Snap     []byte   // user stack memory at Regs.SP
-	KernErr  int32    // negative errno when the kernel stack could not be read
-	UserErr  int32
+	// Carry: weights without a stack (time whose stack is unknown), for the
+	// thread's latest sample in the same state.
+	Carry   bool
+	TS      uint64
+	Weight  [profile.NumStates]uint64
+	Regs    symbolize.Regs
+	Kernel  []uint64 // leaf first
+	User    []uint64 // leaf first, frame-pointer walk
+	Snap    []byte   // user stack memory at Regs.SP
+	KernErr int32    // negative errno when the kernel stack could not be read
+	UserErr int32
 }
 
 // ThreadState is one thread's accounting record (struct tstate).
@@ -118,6 +122,7 @@ func decodeSample(b []byte) (*RawSample, error) {
 		PID:   le.Uint32(b[4:]),
 		TID:   le.Uint32(b[8:]),
 		Final: le.Uint32(b[12:])&sampleFinal != 0,
+		Carry: le.Uint32(b[12:])&sampleCarry != 0,
 		TS:    le.Uint64(b[16:]),
 	}
 	off := 24

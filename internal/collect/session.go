@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 
@@ -42,9 +41,9 @@ type Session struct {
 	perfFDs []int
 	reader  *ringbuf.Reader
 	stats   statsSwitch
-	// taskWork: deferred user stacks are taken by BPF task works, and
-	// sys_exit is not probed.
-	taskWork bool
+	// exitTP: sched_exit_tp is attached (a switched-in thread's own
+	// context), sys_exit is not.
+	exitTP bool
 
 	startNs   uint64
 	wallStart time.Time
@@ -80,17 +79,7 @@ func Open(plan Plan) (*Session, error) {
 		exits:    map[uint32]*ThreadExit{},
 	}
 	s.cpuStart = linux.CPUTime()
-	s.taskWork = hasTaskWork()
-	err = s.load()
-	if err != nil && s.taskWork {
-		// A kernel that has task works but refuses them here: the
-		// sys_exit way.
-		s.objs.Close()
-		s.objs = objects{}
-		s.taskWork = false
-		err = s.load()
-	}
-	if err != nil {
+	if err := s.load(); err != nil {
 		s.Close()
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
@@ -133,9 +122,8 @@ func Open(plan Plan) (*Session, error) {
 // load sets the program's constants and loads it into the kernel.
 func (s *Session) load() error {
 	consts := map[string]any{
-		"period_ns":     s.plan.PeriodNs(),
-		"follow_forks":  boolByte(s.plan.FollowForks),
-		"use_task_work": boolByte(s.taskWork),
+		"period_ns":    s.plan.PeriodNs(),
+		"follow_forks": boolByte(s.plan.FollowForks),
 	}
 	for name, v := range consts {
 		if err := s.spec.Variables[name].Set(v); err != nil {
@@ -143,22 +131,6 @@ func (s *Session) load() error {
 		}
 	}
 	return s.spec.LoadAndAssign(&s.objs.core, nil)
-}
-
-// hasTaskWork reports whether the kernel has BPF task works (Linux 6.18+):
-// callbacks run in a task's own context when it returns to user space. The
-// environment variable WALLPROF_TASK_WORK=0 turns them off (to compare with
-// the sys_exit way).
-func hasTaskWork() bool {
-	if os.Getenv("WALLPROF_TASK_WORK") == "0" {
-		return false
-	}
-	spec, err := btf.LoadKernelSpec()
-	if err != nil {
-		return false
-	}
-	var fn *btf.Func
-	return spec.TypeByName("bpf_task_work_schedule_resume_impl", &fn) == nil
 }
 
 func boolByte(b bool) uint8 {
@@ -169,25 +141,28 @@ func boolByte(b bool) uint8 {
 }
 
 func (s *Session) attach() error {
-	progs := []*ebpf.Program{s.objs.core.OnSwitch, s.objs.core.OnWakeup, s.objs.core.OnWakeupNew, s.objs.core.OnFork}
-	if !s.taskWork {
-		// Every syscall of the machine runs it: only where task works
-		// are missing.
-		progs = append(progs, s.objs.core.OnSysExit)
-	}
-	for _, p := range progs {
+	for _, p := range []*ebpf.Program{s.objs.core.OnSwitch, s.objs.core.OnWakeup, s.objs.core.OnWakeupNew,
+		s.objs.core.OnFork} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: p})
 		if err != nil {
 			return fmt.Errorf("attach scheduler tracepoint %s: %w", p, err)
 		}
 		s.links = append(s.links, l)
 	}
-	// The user stacks of blocked threads are taken by a task work as they
-	// return to user space; without task works, as they leave their syscall
-	// (sys_exit, attached with the scheduler tracepoints above) or, where
-	// the kernel has kprobes, right at the switch-in.
-	if s.taskWork || !linux.HasKprobes() {
-		// Nothing to try: sys_exit covers it.
+	// The user stacks of blocked threads are taken in their own context at
+	// their switch-in (sched_exit_tp, Linux 6.16+); without it, as they
+	// leave their syscall (sys_exit: every syscall of the machine runs it)
+	// and, where the kernel has kprobes, right at the switch-in.
+	// WALLPROF_EXIT_TP=0 forces the sys_exit way (to compare the two).
+	if os.Getenv("WALLPROF_EXIT_TP") != "0" && s.attachOptionalTracing("on_sched_exit") {
+		s.exitTP = true
+	} else if l, err := link.AttachTracing(link.TracingOptions{Program: s.objs.core.OnSysExit}); err != nil {
+		return fmt.Errorf("attach scheduler tracepoint %s: %w", s.objs.core.OnSysExit, err)
+	} else {
+		s.links = append(s.links, l)
+	}
+	if s.exitTP || !linux.HasKprobes() {
+		// Nothing to try.
 	} else if sym, err := linux.FindKernelSymbol("finish_task_switch"); err == nil {
 		if p, err := s.loadOptional("on_switch_in"); err == nil {
 			if kp, err := link.Kprobe(sym, p, nil); err == nil {
@@ -213,6 +188,23 @@ func (s *Session) attach() error {
 		}
 	}
 	return nil
+}
+
+// attachOptionalTracing loads and attaches a tracing program that the kernel
+// may not support, and reports whether it is attached.
+func (s *Session) attachOptionalTracing(name string) bool {
+	p, err := s.loadOptional(name)
+	if err != nil {
+		return false
+	}
+	l, err := link.AttachTracing(link.TracingOptions{Program: p})
+	if err != nil {
+		p.Close()
+		return false
+	}
+	s.links = append(s.links, l)
+	s.objs.optional = append(s.objs.optional, p)
+	return true
 }
 
 // StartNs is the recording's start on CLOCK_MONOTONIC.
@@ -279,7 +271,9 @@ func (s *Session) Run(sink func(*RawSample)) {
 		}
 		switch ev := ev.(type) {
 		case *RawSample:
-			s.samples.Add(1)
+			if !ev.Carry {
+				s.samples.Add(1)
+			}
 			if ev.Final {
 				s.mu.Lock()
 				s.finals = append(s.finals, ev)
@@ -349,8 +343,7 @@ type objects struct {
 		Threads     *ebpf.Map      `ebpf:"threads"`
 		Stash       *ebpf.Map      `ebpf:"stash"`
 		Scratch     *ebpf.Map      `ebpf:"scratch"`
-		Deferreds   *ebpf.Map      `ebpf:"deferreds"`
-		Blank       *ebpf.Map      `ebpf:"blank"`
+		CPUIn       *ebpf.Map      `ebpf:"cpu_in"`
 		StartNs     *ebpf.Variable `ebpf:"start_ns"`
 	}
 	optional []*ebpf.Program
@@ -370,7 +363,7 @@ func (o *objects) Close() error {
 	}
 	o.optional = nil
 	c := &o.core
-	for _, m := range []*ebpf.Map{c.Events, c.Lost, c.Pendings, c.Targets, c.Threads, c.Stash, c.Scratch, c.Deferreds, c.Blank} {
+	for _, m := range []*ebpf.Map{c.Events, c.Lost, c.Pendings, c.Targets, c.Threads, c.Stash, c.Scratch, c.CPUIn} {
 		if m != nil {
 			m.Close()
 		}
@@ -395,7 +388,7 @@ func (s *Session) loadOptional(name string) (*ebpf.Program, error) {
 		"events": s.objs.core.Events, "lost": s.objs.core.Lost, "pendings": s.objs.core.Pendings,
 		"targets": s.objs.core.Targets, "threads": s.objs.core.Threads,
 		"stash": s.objs.core.Stash, "scratch": s.objs.core.Scratch,
-		"deferreds": s.objs.core.Deferreds, "blank": s.objs.core.Blank,
+		"cpu_in": s.objs.core.CPUIn,
 	}})
 	if err != nil {
 		return nil, err

@@ -13,23 +13,6 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-type WallprofDeferred struct {
-	_  structs.HostLayout
-	Tw struct {
-		_      structs.HostLayout
-		Opaque uint64
-	}
-	Armed  uint32
-	Klen   int32
-	Weight [5]uint64
-	Kstack [127]uint64
-}
-
-type WallprofDeferredBlank struct {
-	_ structs.HostLayout
-	B [1072]uint8
-}
-
 type WallprofExitEvent struct {
 	_    structs.HostLayout
 	Type uint32
@@ -95,8 +78,7 @@ type WallprofTstate struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	WallprofMapBlank        = "blank"
-	WallprofMapDeferreds    = "deferreds"
+	WallprofMapCpuIn        = "cpu_in"
 	WallprofMapEvents       = "events"
 	WallprofMapLost         = "lost"
 	WallprofMapPendings     = "pendings"
@@ -107,6 +89,7 @@ const (
 	WallprofProgDumpOffcpu  = "dump_offcpu"
 	WallprofProgOnCpuSample = "on_cpu_sample"
 	WallprofProgOnFork      = "on_fork"
+	WallprofProgOnSchedExit = "on_sched_exit"
 	WallprofProgOnSwitch    = "on_switch"
 	WallprofProgOnSwitchIn  = "on_switch_in"
 	WallprofProgOnSysExit   = "on_sys_exit"
@@ -119,7 +102,6 @@ const (
 	WallprofVarStartNs      = "start_ns"
 	WallprofVarUnusedExit   = "unused_exit"
 	WallprofVarUnusedSample = "unused_sample"
-	WallprofVarUseTaskWork  = "use_task_work"
 )
 
 // LoadWallprof returns the embedded CollectionSpec for Wallprof.
@@ -167,6 +149,7 @@ type WallprofProgramSpecs struct {
 	DumpOffcpu  *ebpf.ProgramSpec `ebpf:"dump_offcpu"`
 	OnCpuSample *ebpf.ProgramSpec `ebpf:"on_cpu_sample"`
 	OnFork      *ebpf.ProgramSpec `ebpf:"on_fork"`
+	OnSchedExit *ebpf.ProgramSpec `ebpf:"on_sched_exit"`
 	OnSwitch    *ebpf.ProgramSpec `ebpf:"on_switch"`
 	OnSwitchIn  *ebpf.ProgramSpec `ebpf:"on_switch_in"`
 	OnSysExit   *ebpf.ProgramSpec `ebpf:"on_sys_exit"`
@@ -178,15 +161,14 @@ type WallprofProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type WallprofMapSpecs struct {
-	Blank     *ebpf.MapSpec `ebpf:"blank"`
-	Deferreds *ebpf.MapSpec `ebpf:"deferreds"`
-	Events    *ebpf.MapSpec `ebpf:"events"`
-	Lost      *ebpf.MapSpec `ebpf:"lost"`
-	Pendings  *ebpf.MapSpec `ebpf:"pendings"`
-	Scratch   *ebpf.MapSpec `ebpf:"scratch"`
-	Stash     *ebpf.MapSpec `ebpf:"stash"`
-	Targets   *ebpf.MapSpec `ebpf:"targets"`
-	Threads   *ebpf.MapSpec `ebpf:"threads"`
+	CpuIn    *ebpf.MapSpec `ebpf:"cpu_in"`
+	Events   *ebpf.MapSpec `ebpf:"events"`
+	Lost     *ebpf.MapSpec `ebpf:"lost"`
+	Pendings *ebpf.MapSpec `ebpf:"pendings"`
+	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
+	Stash    *ebpf.MapSpec `ebpf:"stash"`
+	Targets  *ebpf.MapSpec `ebpf:"targets"`
+	Threads  *ebpf.MapSpec `ebpf:"threads"`
 }
 
 // WallprofVariableSpecs contains global variables before they are loaded into the kernel.
@@ -200,7 +182,6 @@ type WallprofVariableSpecs struct {
 	StartNs      *ebpf.VariableSpec `ebpf:"start_ns"`
 	UnusedExit   *ebpf.VariableSpec `ebpf:"unused_exit"`
 	UnusedSample *ebpf.VariableSpec `ebpf:"unused_sample"`
-	UseTaskWork  *ebpf.VariableSpec `ebpf:"use_task_work"`
 }
 
 // WallprofObjects contains all objects after they have been loaded into the kernel.
@@ -223,21 +204,19 @@ func (o *WallprofObjects) Close() error {
 //
 // It can be passed to LoadWallprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type WallprofMaps struct {
-	Blank     *ebpf.Map `ebpf:"blank"`
-	Deferreds *ebpf.Map `ebpf:"deferreds"`
-	Events    *ebpf.Map `ebpf:"events"`
-	Lost      *ebpf.Map `ebpf:"lost"`
-	Pendings  *ebpf.Map `ebpf:"pendings"`
-	Scratch   *ebpf.Map `ebpf:"scratch"`
-	Stash     *ebpf.Map `ebpf:"stash"`
-	Targets   *ebpf.Map `ebpf:"targets"`
-	Threads   *ebpf.Map `ebpf:"threads"`
+	CpuIn    *ebpf.Map `ebpf:"cpu_in"`
+	Events   *ebpf.Map `ebpf:"events"`
+	Lost     *ebpf.Map `ebpf:"lost"`
+	Pendings *ebpf.Map `ebpf:"pendings"`
+	Scratch  *ebpf.Map `ebpf:"scratch"`
+	Stash    *ebpf.Map `ebpf:"stash"`
+	Targets  *ebpf.Map `ebpf:"targets"`
+	Threads  *ebpf.Map `ebpf:"threads"`
 }
 
 func (m *WallprofMaps) Close() error {
 	return _WallprofClose(
-		m.Blank,
-		m.Deferreds,
+		m.CpuIn,
 		m.Events,
 		m.Lost,
 		m.Pendings,
@@ -259,7 +238,6 @@ type WallprofVariables struct {
 	StartNs      *ebpf.Variable `ebpf:"start_ns"`
 	UnusedExit   *ebpf.Variable `ebpf:"unused_exit"`
 	UnusedSample *ebpf.Variable `ebpf:"unused_sample"`
-	UseTaskWork  *ebpf.Variable `ebpf:"use_task_work"`
 }
 
 // WallprofPrograms contains all programs after they have been loaded into the kernel.
@@ -269,6 +247,7 @@ type WallprofPrograms struct {
 	DumpOffcpu  *ebpf.Program `ebpf:"dump_offcpu"`
 	OnCpuSample *ebpf.Program `ebpf:"on_cpu_sample"`
 	OnFork      *ebpf.Program `ebpf:"on_fork"`
+	OnSchedExit *ebpf.Program `ebpf:"on_sched_exit"`
 	OnSwitch    *ebpf.Program `ebpf:"on_switch"`
 	OnSwitchIn  *ebpf.Program `ebpf:"on_switch_in"`
 	OnSysExit   *ebpf.Program `ebpf:"on_sys_exit"`
@@ -281,6 +260,7 @@ func (p *WallprofPrograms) Close() error {
 		p.DumpOffcpu,
 		p.OnCpuSample,
 		p.OnFork,
+		p.OnSchedExit,
 		p.OnSwitch,
 		p.OnSwitchIn,
 		p.OnSysExit,

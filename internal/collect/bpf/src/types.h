@@ -68,19 +68,6 @@ struct task_struct___cpu {
 
 #pragma clang attribute pop
 
-/* A BPF task work (kernel 6.18+): a callback the kernel runs in a task's
- * own context when it next returns to user space. Declared here because the
- * uapi headers wallprof builds with are older. */
-struct bpf_task_work {
-	__u64 __opaque;
-} __attribute__((aligned(8)));
-
-/* Only ever pointed to; a complete type so that its BTF is a struct (the
- * kernel's is), not a forward declaration. */
-struct bpf_map {
-	int unused;
-};
-
 /* bpf_tracing.h picks kernel register names when this is defined. */
 #define __VMLINUX_H__ 1
 

@@ -56,7 +56,7 @@
 #define TASK_NOLOAD 0x400
 
 enum { EV_SAMPLE = 1, EV_EXIT = 2 };
-enum { SAMPLE_FINAL = 1 };
+enum { SAMPLE_FINAL = 1, SAMPLE_CARRY = 2 };
 
 enum {
 	LOST_RINGBUF = 0,
@@ -138,14 +138,6 @@ volatile u64 start_ns = 0;
 /* Set by user space before loading. */
 const volatile u64 period_ns = 10101010;
 const volatile u8 follow_forks = 0;
-/* Set by user space when the kernel has BPF task work (6.18+): a due
- * off-CPU sample's user stack is then taken by a task work in the thread's
- * own context, and sys_exit is not probed at all. */
-const volatile u8 use_task_work = 0;
-
-extern int bpf_task_work_schedule_resume_impl(struct task_struct *task, struct bpf_task_work *tw, void *map__map,
-					      int (*callback)(struct bpf_map *map, void *key, void *value),
-					      void *aux__prog) __ksym __weak;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -168,39 +160,14 @@ struct {
 	__type(value, struct pending);
 } pendings SEC(".maps");
 
-/* A due off-CPU sample waiting for its thread's return to user space (task
- * work mode), keyed by TID: the kernel stack taken at the switch-in and the
- * weights. armed is 1 from the switch-in that scheduled the task work until
- * the work has taken the weights; weights that come due meanwhile (the thread
- * blocked again before returning to user space) are added to the same
- * sample, as its user stack is still the same. */
-struct deferred {
-	struct bpf_task_work tw;
-	u32 armed;
-	s32 klen;
-	u64 weight[NSTATES];
-	u64 kstack[MAX_STACK];
-};
-
+/* The thread each CPU's latest reported switch went to, for sched_exit_tp to
+ * notice a switch-in the kernel did not report. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, u32);
-	__type(value, struct deferred);
-} deferreds SEC(".maps");
-
-/* Zeros the size of struct deferred (never written), to create entries. */
-struct deferred_blank {
-	u8 b[sizeof(struct deferred)];
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, u32);
-	__type(value, struct deferred_blank);
-} blank SEC(".maps");
+	__type(value, u32);
+} cpu_in SEC(".maps");
 
 /* Stacks of preempted threads, taken at the preemption, keyed by TID. */
 struct {
@@ -428,15 +395,9 @@ static __always_inline void give_back(struct tstate *st, u64 *w)
 	st->acc[ST_OTHER] += w[ST_OTHER];
 }
 
-static __always_inline void give_back_deferred(struct tstate *st, u32 tid);
-
 static __always_inline void emit_exit(struct tstate *st, u32 tid, u64 now)
 {
 	bpf_map_delete_elem(&stash, &tid);
-	if (use_task_work) {
-		give_back_deferred(st, tid);
-		bpf_map_delete_elem(&deferreds, &tid);
-	}
 	struct exit_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count_lost(LOST_EXIT);
@@ -529,6 +490,49 @@ static __always_inline void take_due(struct tstate *st, u64 *w, int i, bool *due
 	}
 }
 
+static __always_inline bool emit_stash(u32 tid, u64 out_ts, u64 *w);
+
+/* emit_carry sends weights without a stack: user space adds them to the
+ * thread's latest sample in the same state. */
+static __always_inline void emit_carry(u64 *w)
+{
+	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(LOST_RINGBUF);
+		return;
+	}
+	fill_header(e, SAMPLE_CARRY);
+#pragma unroll
+	for (int i = 0; i < NSTATES; i++)
+		e->weight[i] = w[i];
+	e->ip = e->sp = e->bp = 0;
+	e->klen = 0;
+	e->ulen = 0;
+	e->snap_len = 0;
+	submit(e);
+}
+
+/* sample_missed samples the off-CPU time of an interval whose switch-in was
+ * not reported, now that its switch-out closed it, rather than leaving it to
+ * the stack of the thread's next switch-in. A thread preempted in user code
+ * waited in the stack kept at its preemption; otherwise the stack it waited in
+ * is gone (it has run since), and the time goes to the thread's latest sample
+ * in the same state, the stack it was last seen waiting in. */
+static __always_inline void sample_missed(struct tstate *st, u32 tid, u64 out_ts)
+{
+	u64 w[NSTATES] = {};
+	bool due = false;
+	take_due(st, w, ST_RUNNABLE, &due);
+	take_due(st, w, ST_SLEEPING, &due);
+	take_due(st, w, ST_DISK, &due);
+	take_due(st, w, ST_OTHER, &due);
+	if (!due)
+		return;
+	if (!w[ST_SLEEPING] && !w[ST_DISK] && !w[ST_OTHER] && emit_stash(tid, out_ts, w))
+		return;
+	emit_carry(w);
+}
+
 static __always_inline void switch_out(void *ctx, struct task_struct *prev, struct tstate *st, u32 tid,
 				       u64 now, bool preempt, unsigned int prev_state)
 {
@@ -586,6 +590,8 @@ static __always_inline void switch_out(void *ctx, struct task_struct *prev, stru
 			add_time(st, k, blocked);
 			add_time(st, ST_RUNNABLE, off - blocked);
 		}
+		if (missed)
+			sample_missed(st, tid, since);
 	}
 	st->time[ST_ONCPU] += cpu;
 	/* The burst's exact CPU time, less what timer samples during it already
@@ -642,101 +648,10 @@ static __always_inline bool emit_stash(u32 tid, u64 out_ts, u64 *w)
 	return true;
 }
 
-/* take_deferred runs in the thread's own context as it returns to user
- * space (a task work): it sends the sample with the kernel stack taken at the
- * switch-in and the user stack now. */
-static int take_deferred(struct bpf_map *map, void *key, void *value)
-{
-	struct deferred *d = value;
-	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		/* The weights stay: the next due sample of the thread takes them. */
-		count_lost(LOST_RINGBUF);
-		d->armed = 0;
-		return 0;
-	}
-	e->klen = d->klen;
-	bpf_probe_read_kernel(e->kstack, sizeof(e->kstack), d->kstack);
-	u64 any = 0;
-#pragma unroll
-	for (int i = 0; i < NSTATES; i++) {
-		e->weight[i] = __sync_lock_test_and_set(&d->weight[i], 0);
-		any |= e->weight[i];
-	}
-	d->armed = 0;
-	if (!any) {
-		/* Given back at the thread's exit or at the end. */
-		bpf_ringbuf_discard(e, 0);
-		return 0;
-	}
-	fill_header(e, 0);
-	if (e->klen < 0)
-		count_lost(LOST_KSTACK);
-	struct task_struct *task = bpf_get_current_task_btf();
-	read_user_regs(task, e);
-	e->ulen = bpf_get_task_stack(task, e->ustack, sizeof(e->ustack), BPF_F_USER_STACK);
-	if (e->ulen < 0)
-		count_lost(LOST_USTACK);
-	snapshot_current(e);
-	submit(e);
-	return 0;
-}
-
-/* give_back_deferred returns the weights of tid's deferred sample, if one is
- * still waiting, to its accumulators (the thread exits, or the recording
- * ends, before it returned to user space). */
-static __always_inline void give_back_deferred(struct tstate *st, u32 tid)
-{
-	struct deferred *d = bpf_map_lookup_elem(&deferreds, &tid);
-	if (!d)
-		return;
-	u64 w[NSTATES];
-#pragma unroll
-	for (int i = 0; i < NSTATES; i++)
-		w[i] = __sync_lock_test_and_set(&d->weight[i], 0);
-	give_back(st, w);
-}
-
-/* defer_task_work leaves a due sample of next for a task work: its kernel
- * stack now, its user stack when it returns to user space. */
-static __always_inline void defer_task_work(struct task_struct *next, struct tstate *st, u32 tid, u64 *w)
-{
-	struct deferred *d = bpf_map_lookup_elem(&deferreds, &tid);
-	if (!d) {
-		u32 zero = 0;
-		void *z = bpf_map_lookup_elem(&blank, &zero);
-		if (z)
-			bpf_map_update_elem(&deferreds, &tid, z, BPF_NOEXIST);
-		d = bpf_map_lookup_elem(&deferreds, &tid);
-		if (!d) {
-			give_back(st, w);
-			count_lost(LOST_PENDING);
-			return;
-		}
-	}
-#pragma unroll
-	for (int i = 0; i < NSTATES; i++)
-		if (w[i])
-			__sync_fetch_and_add(&d->weight[i], w[i]);
-	if (__sync_val_compare_and_swap(&d->armed, 0, 1) != 0)
-		return; /* a task work is already waiting: the weights go with it */
-	d->klen = bpf_get_task_stack(next, d->kstack, sizeof(d->kstack), 0);
-	if (bpf_task_work_schedule_resume_impl(next, &d->tw, &deferreds, take_deferred, NULL)) {
-		/* Not scheduled: back to the accumulators, for a later switch-in. */
-		give_back_deferred(st, tid);
-		d->armed = 0;
-		count_lost(LOST_PENDING);
-	}
-}
-
 /* defer_sample leaves a due sample for next's return from the scheduler: its
  * kernel stack now, its user stack from its own context. */
 static __always_inline void defer_sample(struct task_struct *next, struct tstate *st, u32 tid, u64 *w)
 {
-	if (use_task_work) {
-		defer_task_work(next, st, tid, w);
-		return;
-	}
 	u32 zero = 0;
 	struct pending *p = bpf_map_lookup_elem(&pendings, &zero);
 	if (!p)
@@ -837,11 +752,14 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		 * switched out again first (preempted on the way out): we are in
 		 * its context, take it now. (A task work waits for the return to
 		 * user space however often the thread is switched out.) */
-		if (!use_task_work)
-			emit_pending(ctx);
+		emit_pending(ctx);
 		switch_out(ctx, prev, st, tid, now, preempt, prev_state);
 	}
 	tid = next->pid;
+	u32 zero = 0;
+	u32 *in = bpf_map_lookup_elem(&cpu_in, &zero);
+	if (in)
+		*in = tid;
 	st = lookup_thread(tid, next->tgid, now, NEW_OFF);
 	if (st)
 		switch_in(next, st, tid, now, prev->pid == 0);
@@ -960,6 +878,33 @@ int BPF_PROG(on_sys_exit)
 	return 0;
 }
 
+/* The end of __schedule (and schedule_tail, for a new thread), in the context
+ * of the thread switched in (Linux 6.16+): its user stack for a sample its
+ * switch-in made due is taken here, and sys_exit is not probed. */
+SEC("tp_btf/sched_exit_tp")
+int BPF_PROG(on_sched_exit, bool is_switch)
+{
+	if (!is_switch)
+		return 0;
+	u32 tid = (u32)bpf_get_current_pid_tgid();
+	u32 zero = 0;
+	u32 *in = bpf_map_lookup_elem(&cpu_in, &zero);
+	if (!in || *in != tid) {
+		/* The switch to this thread was not reported (seen on 6.18, a
+		 * few times a second): it is switched in now, and this is its
+		 * switch-in, with exact times and its own stack. */
+		struct tstate *st = bpf_map_lookup_elem(&threads, &tid);
+		if (st && !st->on_cpu) {
+			struct task_struct *task = bpf_get_current_task_btf();
+			count_lost(LOST_SWITCH_OUT);
+			switch_in(task, st, tid, sched_now(task, false), false);
+		}
+		if (in)
+			*in = tid;
+	}
+	return emit_pending(ctx);
+}
+
 /* Where kprobes exist, the same right at the switch-in. */
 SEC("kprobe/finish_task_switch")
 int on_switch_in(struct pt_regs *ctx)
@@ -977,14 +922,7 @@ int dump_offcpu(struct bpf_iter__task *ctx)
 		return 0;
 	u32 tid = task->pid;
 	struct tstate *st = bpf_map_lookup_elem(&threads, &tid);
-	if (!st || st->exited)
-		return 0;
-	/* A deferred sample whose thread has not returned to user space: its
-	 * weights go back to the thread's accumulators, which the final sample
-	 * or the remainders carry. */
-	if (use_task_work)
-		give_back_deferred(st, tid);
-	if (st->on_cpu)
+	if (!st || st->on_cpu || st->exited)
 		return 0;
 	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
