@@ -19,6 +19,7 @@
 package goview
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -42,6 +43,7 @@ type Sampler struct {
 	entries map[string]*entry
 	order   []*entry
 	funcs   map[string]map[string]int // goroutine function -> creator -> goroutines seen
+	seen    map[uint64]bool           // goroutines already counted in funcs
 	info    profile.GoInfo
 	err     error // the error that ended the snapshots early, if any
 
@@ -71,7 +73,7 @@ func Start(pid int, interval time.Duration) (*Sampler, error) {
 		return nil, err
 	}
 	s := &Sampler{pid: pid, r: r, interval: interval, entries: map[string]*entry{},
-		funcs: map[string]map[string]int{}, stop: make(chan struct{}), done: make(chan struct{})}
+		funcs: map[string]map[string]int{}, seen: map[uint64]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
 	s.info.Version = r.GoVersion()
 	s.info.Interval = interval
 	go s.loop()
@@ -81,11 +83,13 @@ func Start(pid int, interval time.Duration) (*Sampler, error) {
 // Version returns the target's Go version.
 func (s *Sampler) Version() string { return s.info.Version }
 
+// Budget is the share of one CPU the snapshots may use: with many
+// goroutines, they are taken less often than asked.
+const Budget = 0.05
+
 func (s *Sampler) loop() {
 	defer close(s.done)
-	tick := time.NewTicker(s.interval)
-	defer tick.Stop()
-	var last time.Time
+	var first, last time.Time
 	for {
 		snap, err := s.r.Snapshot()
 		if err != nil {
@@ -97,13 +101,23 @@ func (s *Sampler) loop() {
 		w := s.interval
 		if !last.IsZero() {
 			w = snap.Time.Sub(last)
+		} else {
+			first = snap.Time
 		}
 		last = snap.Time
 		s.add(snap, w)
+		// Wait the interval, or longer if reading took more than the
+		// budget allows.
+		wait := max(s.interval, time.Duration(float64(time.Since(snap.Time))/Budget)) - time.Since(snap.Time)
+		s.mu.Lock()
+		if s.info.Snapshots > 1 {
+			s.info.Interval = last.Sub(first) / time.Duration(s.info.Snapshots-1)
+		}
+		s.mu.Unlock()
 		select {
 		case <-s.stop:
 			return
-		case <-tick.C:
+		case <-time.After(wait):
 		}
 	}
 }
@@ -151,6 +165,10 @@ func (s *Sampler) add(snap goroutines.Snapshot, w time.Duration) {
 			continue
 		}
 		n++
+		if !s.seen[g.ID] {
+			s.seen[g.ID] = true
+			s.creator(g, name)
+		}
 		var st profile.GState
 		reason := ""
 		switch g.Status {
@@ -161,9 +179,7 @@ func (s *Sampler) add(snap goroutines.Snapshot, w time.Duration) {
 		case goroutines.Syscall:
 			st, reason = profile.GWaiting, "syscall"
 		case goroutines.Running, goroutines.Copystack:
-			// Charged from on-CPU samples; remember who creates what.
-			s.creator(g, name)
-			continue
+			continue // charged from the thread samples
 		default:
 			continue
 		}
@@ -176,7 +192,6 @@ func (s *Sampler) add(snap goroutines.Snapshot, w time.Duration) {
 			e.createdBy = nameCall(name, g.GoPC)
 			e.goFunction = name(g.StartPC)
 		}
-		s.creator(g, name)
 	}
 	s.info.MaxGoroutines = max(s.info.MaxGoroutines, n)
 }
@@ -206,9 +221,14 @@ func (s *Sampler) creator(g *goroutines.Goroutine, name func(uint64) string) {
 
 func (s *Sampler) entry(g *goroutines.Goroutine, st profile.GState, reason string) *entry {
 	k := s.key[:0]
-	k = fmt.Appendf(k, "%d/%d/%s/%d/%d/", g.ID, st, reason, g.GoPC, g.StartPC)
+	k = binary.LittleEndian.AppendUint64(k, g.ID)
+	k = binary.LittleEndian.AppendUint64(k, g.GoPC)
+	k = binary.LittleEndian.AppendUint64(k, g.StartPC)
+	k = append(k, byte(st))
+	k = append(k, reason...)
+	k = append(k, 0)
 	for _, pc := range g.Stack {
-		k = fmt.Appendf(k, "%x,", pc)
+		k = binary.LittleEndian.AppendUint64(k, pc)
 	}
 	s.key = k
 	e := s.entries[string(k)]
