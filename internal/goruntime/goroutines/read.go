@@ -236,8 +236,8 @@ func unwind(win []byte, base, hi, pc, bp uint64, atEntry bool, f frame) unwound 
 	if atEntry && len(win) >= 8 {
 		if ret := word(win, 0); ret != 0 {
 			u.stack = append(u.stack, ret)
-			u.suspect = bp != 0 && !f.fits(ret, base-8, bp)
-			if u.suspect {
+			if !f.fits(ret, base-8, bp) {
+				u.suspect = true
 				return u
 			}
 		}
@@ -257,6 +257,7 @@ func unwind(win []byte, base, hi, pc, bp uint64, atEntry bool, f frame) unwound 
 		}
 		next, ret := word(win, int(bp-base)), word(win, int(bp-base)+8)
 		if ret == 0 {
+			u.suspect = f.callerFrame != nil
 			return u
 		}
 		u.stack = append(u.stack, ret)
@@ -264,7 +265,7 @@ func unwind(win []byte, base, hi, pc, bp uint64, atEntry bool, f frame) unwound 
 			u.broken = true
 			return u
 		}
-		if next != 0 && !f.fits(ret, bp, next) {
+		if !f.fits(ret, bp, next) {
 			u.suspect = true
 			return u
 		}
@@ -276,12 +277,16 @@ func unwind(win []byte, base, hi, pc, bp uint64, atEntry bool, f frame) unwound 
 
 // fits reports whether the frame of the function at return address ret,
 // called from a frame whose frame pointer is at fp, has its frame pointer
-// at next.
+// at next. A chain ends (next == 0) only in a function without a frame:
+// runtime.goexit, where every goroutine's first function returns.
 func (f frame) fits(ret, fp, next uint64) bool {
 	if f.callerFrame == nil {
 		return true
 	}
 	d, ok := f.callerFrame(ret)
+	if next == 0 {
+		return ok && d == 0
+	}
 	return ok && d >= 8 && next == fp+uint64(d)+8
 }
 

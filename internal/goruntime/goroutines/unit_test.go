@@ -166,7 +166,7 @@ func TestUnwind(t *testing.T) {
 	frameAt(0x1080, 0, 0xc)
 	// Frame sizes of the functions at 0xa and 0xb that put their frame
 	// pointers where the chain says.
-	sizes := map[uint64]int64{0xa: 0x28, 0xb: 0x38, 0x8: 0x40}
+	sizes := map[uint64]int64{0xa: 0x28, 0xb: 0x38, 0x8: 0x40, 0xc: 0} // 0xc: runtime.goexit
 	checked := frame{maxDepth: 100, callerFrame: func(ret uint64) (int64, bool) { d, ok := sizes[ret]; return d, ok }}
 	plain := frame{maxDepth: 100}
 	same := func(u unwound, stack []uint64, truncated, broken, suspect bool) bool {
@@ -196,6 +196,11 @@ func TestUnwind(t *testing.T) {
 	sizes[0xb] = 0x30
 	if u := unwind(win, base, hi, 0x9, 0x1010, false, checked); !same(u, []uint64{0x9, 0xa, 0xb}, false, false, true) {
 		t.Errorf("misplaced frame: %+v", u)
+	}
+	sizes[0xb] = 0x38
+	sizes[0xc] = 0x10 // the chain ends in a function with a frame
+	if u := unwind(win, base, hi, 0x9, 0x1010, false, checked); !same(u, []uint64{0x9, 0xa, 0xb, 0xc}, false, false, true) {
+		t.Errorf("chain ending in a framed function: %+v", u)
 	}
 	delete(sizes, 0xa) // a return address outside every function
 	if u := unwind(win, base, hi, 0x9, 0x1010, false, checked); !same(u, []uint64{0x9, 0xa}, false, false, true) {
