@@ -351,7 +351,8 @@ func TestOpenErrors(t *testing.T) {
 }
 
 // TestReadWhileChurning reads goparked while goroutines are created, grow
-// and copy their stacks, and exit, as fast as it can: every goroutine
+// and copy their stacks, and exit, back to back (300 snapshots, more until
+// 100 goroutines were started meanwhile, for at most 10 s): every goroutine
 // returned must be sane (a live state, a unique id, a stack through
 // functions of the binary down to runtime.goexit), inconsistent reads must
 // stay a small minority, and the target must be unharmed.
@@ -365,7 +366,14 @@ func TestReadWhileChurning(t *testing.T) {
 	defer r.Close()
 	_, _, children0 := w.counters(t)
 	var read, dropped, retried, churnSeen int
-	for i := 0; i < 300; i++ {
+	children := children0
+	deadline := time.Now().Add(10 * time.Second)
+	n := 0
+	for i := 0; i < 300 || (children-children0 < 100 && time.Now().Before(deadline)); i++ {
+		if i%100 == 99 {
+			_, _, children = w.counters(t)
+		}
+		n++
 		snap, err := r.Snapshot()
 		if err != nil {
 			t.Fatal(err)
@@ -399,9 +407,9 @@ func TestReadWhileChurning(t *testing.T) {
 			}
 		}
 	}
-	_, _, children := w.counters(t)
-	t.Logf("300 snapshots while %d goroutines were started: %d goroutines read, %d dropped, %d reads repeated; short-lived goroutines seen %d times",
-		children-children0, read, dropped, retried, churnSeen)
+	_, _, children = w.counters(t)
+	t.Logf("%d snapshots while %d goroutines were started: %d goroutines read, %d dropped, %d reads repeated; short-lived goroutines seen %d times",
+		n, children-children0, read, dropped, retried, churnSeen)
 	if dropped*20 > read {
 		t.Errorf("%d of %d goroutine reads dropped", dropped, read)
 	}

@@ -114,34 +114,41 @@ func (r *Reader) Snapshot() (Snapshot, error) {
 	return snap, nil
 }
 
-// readAllgs returns the g pointers in runtime.allgs.
+// readAllgs returns the g pointers in runtime.allgs. The slice header is
+// read again after the array, and the read repeated if it changed (allgadd
+// was growing it).
 func (r *Reader) readAllgs() ([]uint64, error) {
-	var hdr [24]byte
-	rs := []read{{addr: r.allgs, buf: hdr[:]}}
-	r.mem.readAll(rs)
-	if !rs[0].ok {
-		return nil, fmt.Errorf("read runtime.allgs of process %d at %#x: process gone or not readable", r.pid, r.allgs)
-	}
-	ptr, n, c := word(hdr[:], 0), word(hdr[:], 8), word(hdr[:], 16)
-	if n == 0 {
-		return nil, nil
-	}
-	if n > maxAllgs || n > c || ptr == 0 {
-		return nil, fmt.Errorf("process %d: implausible runtime.allgs {%#x, %d, %d}", r.pid, ptr, n, c)
-	}
-	buf := make([]byte, n*8)
-	rs[0] = read{addr: ptr, buf: buf}
-	r.mem.readAll(rs)
-	if !rs[0].ok {
-		return nil, fmt.Errorf("process %d: read %d entries of runtime.allgs at %#x failed", r.pid, n, ptr)
-	}
-	gps := make([]uint64, 0, n)
-	for i := 0; i < int(n); i++ {
-		if gp := word(buf, i*8); gp != 0 {
-			gps = append(gps, gp)
+	var hdr, again [24]byte
+	for attempt := 0; ; attempt++ {
+		rs := []read{{addr: r.allgs, buf: hdr[:]}}
+		r.mem.readAll(rs)
+		if !rs[0].ok {
+			return nil, fmt.Errorf("read runtime.allgs of process %d at %#x: process gone or not readable", r.pid, r.allgs)
+		}
+		ptr, n, c := word(hdr[:], 0), word(hdr[:], 8), word(hdr[:], 16)
+		if n == 0 {
+			return nil, nil
+		}
+		plausible := n <= maxAllgs && n <= c && ptr != 0
+		var buf []byte
+		if plausible {
+			buf = make([]byte, n*8)
+			rs = []read{{addr: ptr, buf: buf}, {addr: r.allgs, buf: again[:]}}
+			r.mem.readAll(rs)
+			if rs[0].ok && rs[1].ok && hdr == again {
+				gps := make([]uint64, 0, n)
+				for i := 0; i < int(n); i++ {
+					if gp := word(buf, i*8); gp != 0 {
+						gps = append(gps, gp)
+					}
+				}
+				return gps, nil
+			}
+		}
+		if attempt == r.maxRetry {
+			return nil, fmt.Errorf("process %d: runtime.allgs {%#x, %d, %d} did not read consistently", r.pid, ptr, n, c)
 		}
 	}
-	return gps, nil
 }
 
 // gview is the part of a runtime.g that the reader uses.
