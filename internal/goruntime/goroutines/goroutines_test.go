@@ -350,7 +350,7 @@ func TestOpenErrors(t *testing.T) {
 	})
 }
 
-// TestReadWhileChurning reads goparked while goroutines are created, grow
+// TestReadWhileChurning reads goparked (every stripped build) while goroutines are created, grow
 // and copy their stacks, and exit, back to back (300 snapshots, more until
 // 100 goroutines were started meanwhile, for at most 10 s): every goroutine
 // returned must be sane (a live state, a unique id, a stack through
@@ -358,7 +358,16 @@ func TestOpenErrors(t *testing.T) {
 // stay a small minority, and the target must be unharmed.
 func TestReadWhileChurning(t *testing.T) {
 	requireRoot(t)
-	w := startWorkload(t, groundtruth.BuildGo(t, groundtruth.WorkloadDir(t, "goparked"), true, ""), "-churn", "2")
+	for _, b := range builds(t) {
+		if !b.stripped {
+			continue
+		}
+		t.Run(b.name, func(t *testing.T) { readWhileChurning(t, b.binary(t)) })
+	}
+}
+
+func readWhileChurning(t *testing.T, bin string) {
+	w := startWorkload(t, bin, "-churn", "2")
 	r, err := Open(w.cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
