@@ -131,6 +131,19 @@ func checkGoroutineGroups(t *testing.T, p *profile.Profile, truth *groundtruth.T
 	if profTotal == 0 {
 		t.Fatal("no goroutine time for any group")
 	}
+	// The chanWaiter goroutines' pprof labels (runtime/pprof.Do) are read.
+	var waiting, labelled int64
+	for _, g := range p.Goroutines {
+		if g.CreatedBy == "main.startChanWaiter" && g.State == profile.GWaiting {
+			waiting += g.Value
+			if g.Labels["group"] == "chanWaiter" {
+				labelled += g.Value
+			}
+		}
+	}
+	if waiting == 0 || labelled < waiting*9/10 {
+		t.Errorf("chanWaiter: %v of its %v waiting time carries its pprof label group=chanWaiter", time.Duration(labelled), time.Duration(waiting))
+	}
 	share := func(part, whole int64) float64 { return 100 * float64(part) / float64(whole) }
 	for _, g := range truth.Groups {
 		c := creatorOf(g)

@@ -63,6 +63,7 @@ type entry struct {
 	value      int64
 	createdBy  string
 	goFunction string
+	labels     map[string]string
 }
 
 // Start opens the goroutine table of pid and snapshots it every interval
@@ -227,6 +228,13 @@ func (s *Sampler) entry(g *goroutines.Goroutine, st profile.GState, reason strin
 	k = append(k, byte(st))
 	k = append(k, reason...)
 	k = append(k, 0)
+	for _, l := range g.Labels {
+		k = append(k, l.Key...)
+		k = append(k, 0)
+		k = append(k, l.Value...)
+		k = append(k, 0)
+	}
+	k = append(k, 0)
 	for _, pc := range g.Stack {
 		k = binary.LittleEndian.AppendUint64(k, pc)
 	}
@@ -234,6 +242,12 @@ func (s *Sampler) entry(g *goroutines.Goroutine, st profile.GState, reason strin
 	e := s.entries[string(k)]
 	if e == nil {
 		e = &entry{goid: g.ID, state: st, reason: reason, gopc: g.GoPC, startpc: g.StartPC, stack: append([]uint64(nil), g.Stack...)}
+		if len(g.Labels) > 0 {
+			e.labels = make(map[string]string, len(g.Labels))
+			for _, l := range g.Labels {
+				e.labels[l.Key] = l.Value
+			}
+		}
 		s.entries[string(k)] = e
 		s.order = append(s.order, e)
 	}
@@ -258,7 +272,7 @@ func (s *Sampler) Attach(p, threads *profile.Profile, r Resolver) {
 	in := newInterner(p, s.pid, r)
 	for _, e := range s.order {
 		g := &profile.GoSample{PID: s.pid, GoID: e.goid, State: e.state, WaitReason: e.reason,
-			CreatedBy: e.createdBy, Func: e.goFunction, Value: e.value}
+			CreatedBy: e.createdBy, Func: e.goFunction, Labels: e.labels, Value: e.value}
 		for i, pc := range e.stack {
 			// stack[0] is where the goroutine will resume (an exact pc);
 			// the others are return addresses.

@@ -6,6 +6,7 @@
 //	main.compute        computes (on-CPU)                  2 goroutines
 //	main.sleeper        time.Sleep(1ms) in a loop          2 goroutines
 //	main.chanWaiter     receives from a channel            2 goroutines
+//	                    (with the pprof label group=chanWaiter)
 //	main.chanFeeder     sends to it every 50 ms            1 goroutine
 //	main.pipeReader     reads a pipe (netpoller IO wait)   1 goroutine
 //	main.pipeWriter     writes one byte every 50 ms        1 goroutine
@@ -21,12 +22,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -241,7 +244,11 @@ func startSleeper(s *spawner, n int) {
 func startChanWaiter(s *spawner, n int) {
 	g := s.group("main.chanWaiter", n)
 	for i := 0; i < n; i++ {
-		go s.run(g, func() time.Duration { chanWaiter(s.ch); return 0 })
+		// With pprof labels, which a goroutine profile reads back.
+		go s.run(g, func() time.Duration {
+			pprof.Do(context.Background(), pprof.Labels("group", "chanWaiter"), func(context.Context) { chanWaiter(s.ch) })
+			return 0
+		})
 	}
 }
 
