@@ -17,15 +17,19 @@ type config struct {
 	Alongside func(e *env, workload string) []string
 	Ready     string
 	Wallprof  bool // needs the wallprof binary
+	Base      bool // needs the baseline wallprof binary (WALLPROF_BASE)
 }
 
 // env is what the configurations need to build their commands.
 type env struct {
 	Wallprof string // path of the wallprof binary
-	Bpftrace string // path of bpftrace
-	OffcpuBT string // path of bench/offcpu.bt
-	OutDir   string // where profiles are written
-	Perf     string // path of perf
+	// WallprofBase is another wallprof binary (env WALLPROF_BASE), e.g. built
+	// from an earlier commit, to compare with in the same interleaved runs.
+	WallprofBase string
+	Bpftrace     string // path of bpftrace
+	OffcpuBT     string // path of bench/offcpu.bt
+	OutDir       string // where profiles are written
+	Perf         string // path of perf
 }
 
 func (e *env) out(name string) string { return filepath.Join(e.OutDir, name) }
@@ -33,6 +37,15 @@ func (e *env) out(name string) string { return filepath.Join(e.OutDir, name) }
 func wallprofAt(name string, hz int, extra ...string) func(*env, []string) []string {
 	return func(e *env, argv []string) []string {
 		cmd := []string{e.Wallprof, "record", "-F", fmt.Sprint(hz), "-o", e.out(name + ".pb.gz")}
+		cmd = append(cmd, extra...)
+		return append(append(cmd, "--"), argv...)
+	}
+}
+
+// wallprofBaseAt is wallprofAt with the baseline binary.
+func wallprofBaseAt(name string, hz int, extra ...string) func(*env, []string) []string {
+	return func(e *env, argv []string) []string {
+		cmd := []string{e.WallprofBase, "record", "-F", fmt.Sprint(hz), "-o", e.out(name + ".pb.gz")}
 		cmd = append(cmd, extra...)
 		return append(append(cmd, "--"), argv...)
 	}
@@ -49,6 +62,18 @@ var allConfigs = []config{
 	// program run).
 	{Name: "wallprof-99-fullstats", Wrap: wallprofAt("wallprof-99-fullstats", 99, "--bpf-stats", "full"), Wallprof: true},
 	{Name: "wallprof-99-nostats", Wrap: wallprofAt("wallprof-99-nostats", 99, "--bpf-stats", "off"), Wallprof: true},
+	// The way without sched_exit_tp (kernels before 6.16): a probe on
+	// sys_exit, which every syscall of the machine runs. env execs wallprof.
+	{Name: "wallprof-99-sysexit", Wrap: func(e *env, argv []string) []string {
+		return append([]string{"env", "WALLPROF_EXIT_TP=0"}, wallprofAt("wallprof-99-sysexit", 99)(e, argv)...)
+	}, Wallprof: true},
+	{Name: "wallprof-99-sysexit-nostats", Wrap: func(e *env, argv []string) []string {
+		return append([]string{"env", "WALLPROF_EXIT_TP=0"}, wallprofAt("wallprof-99-sysexit-nostats", 99, "--bpf-stats", "off")(e, argv)...)
+	}, Wallprof: true},
+	// The baseline binary (WALLPROF_BASE), for before/after in one run.
+	{Name: "wallprof-base-99", Wrap: wallprofBaseAt("wallprof-base-99", 99), Base: true},
+	{Name: "wallprof-base-99-fullstats", Wrap: wallprofBaseAt("wallprof-base-99-fullstats", 99, "--bpf-stats", "full"), Base: true},
+	{Name: "wallprof-base-99-nostats", Wrap: wallprofBaseAt("wallprof-base-99-nostats", 99, "--bpf-stats", "off"), Base: true},
 	{Name: "perf-99", Wrap: func(e *env, argv []string) []string {
 		return append([]string{e.Perf, "record", "-g", "-F", "99", "-o", e.out("perf.data"), "--"}, argv...)
 	}},

@@ -177,6 +177,13 @@ func setup(o *options, configs []config, workloads []workload) (*env, error) {
 				err = fmt.Errorf("wallprof is not built (%s missing): build it with "+
 					"'go build -o %s ./cmd/wallprof', or leave it out: CONFIGS=none,perf-99,perf-sched,bpftrace", e.Wallprof, e.Wallprof)
 			}
+		case c.Base:
+			e.WallprofBase = os.Getenv("WALLPROF_BASE")
+			if e.WallprofBase == "" {
+				err = errors.New("set WALLPROF_BASE to the wallprof binary to compare with (e.g. built from an earlier commit)")
+			} else {
+				_, err = os.Stat(e.WallprofBase)
+			}
 		case strings.HasPrefix(c.Name, "perf"):
 			e.Perf, err = exec.LookPath("perf")
 		case c.Name == "bpftrace":
