@@ -207,8 +207,11 @@ type frame struct {
 	maxDepth int
 	// callerFrame returns the pcsp value of the function at return
 	// address ret (what it had pushed below its own return address when
-	// it made the call); nil skips the frame-layout check.
+	// it made the call); nil skips the frame-layout checks.
 	callerFrame func(ret uint64) (int64, bool)
+	// goexit is the range of runtime.goexit, the only function a chain
+	// may end in (return address in (start, end]).
+	goexitStart, goexitEnd uint64
 }
 
 // unwound is the result of unwind.
@@ -277,15 +280,15 @@ func unwind(win []byte, base, hi, pc, bp uint64, atEntry bool, f frame) unwound 
 
 // fits reports whether the frame of the function at return address ret,
 // called from a frame whose frame pointer is at fp, has its frame pointer
-// at next. A chain ends (next == 0) only in a function without a frame:
-// runtime.goexit, where every goroutine's first function returns.
+// at next. A chain ends (next == 0) only in runtime.goexit, where every
+// goroutine's first function returns.
 func (f frame) fits(ret, fp, next uint64) bool {
 	if f.callerFrame == nil {
 		return true
 	}
 	d, ok := f.callerFrame(ret)
 	if next == 0 {
-		return ok && d == 0
+		return ok && d == 0 && ret > f.goexitStart && ret <= f.goexitEnd
 	}
 	return ok && d >= 8 && next == fp+uint64(d)+8
 }

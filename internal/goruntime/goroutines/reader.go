@@ -68,6 +68,8 @@ type Reader struct {
 	cacheAge  int                     // 0: no stack cache
 	labelSets map[uint64]*labelSet    // by address
 	frame     frame
+	// frameSizes caches the pcsp value at return addresses; -1: none.
+	frameSizes map[uint64]int64
 }
 
 // SetStackCache sets for how many snapshots (at least; up to 15 more) the
@@ -146,14 +148,34 @@ func Open(pid int) (*Reader, error) {
 		maxRetry: 3, maxDepth: 512, maxStack: 256 << 10,
 		labelSets: make(map[uint64]*labelSet),
 	}
-	r.frame = frame{maxDepth: r.maxDepth, callerFrame: r.callerFrame}
+	r.frameSizes = make(map[uint64]int64)
+	start, end, ok := rtlayout.FindFunc(table, "runtime.goexit")
+	if !ok {
+		return nil, fmt.Errorf("process %d (%s): %w: no runtime.goexit", pid, version, ErrNoFuncTable)
+	}
+	r.frame = frame{maxDepth: r.maxDepth, callerFrame: r.callerFrame, goexitStart: start + bias, goexitEnd: end + bias}
 	return r, nil
 }
 
-// callerFrame returns the pcsp value at return address ret.
+// callerFrame returns the pcsp value at return address ret, caching it:
+// return addresses repeat from one stack and one snapshot to the next.
 func (r *Reader) callerFrame(ret uint64) (int64, bool) {
-	return r.table.SPDelta(ret - r.bias)
+	if d, ok := r.frameSizes[ret]; ok {
+		return d, d >= 0
+	}
+	d, ok := r.table.SPDelta(ret - r.bias)
+	if !ok {
+		d = -1
+	}
+	if len(r.frameSizes) < maxFrameSizes {
+		r.frameSizes[ret] = d
+	}
+	return d, ok
 }
+
+// maxFrameSizes bounds the cache of frame sizes (one entry per return
+// address seen).
+const maxFrameSizes = 1 << 20
 
 // Close releases the Reader's resources.
 func (r *Reader) Close() error { return r.mem.close() }

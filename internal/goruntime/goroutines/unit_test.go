@@ -167,7 +167,8 @@ func TestUnwind(t *testing.T) {
 	// Frame sizes of the functions at 0xa and 0xb that put their frame
 	// pointers where the chain says.
 	sizes := map[uint64]int64{0xa: 0x28, 0xb: 0x38, 0x8: 0x40, 0xc: 0} // 0xc: runtime.goexit
-	checked := frame{maxDepth: 100, callerFrame: func(ret uint64) (int64, bool) { d, ok := sizes[ret]; return d, ok }}
+	checked := frame{maxDepth: 100, callerFrame: func(ret uint64) (int64, bool) { d, ok := sizes[ret]; return d, ok },
+		goexitStart: 0xb, goexitEnd: 0xc} // 0xc is in runtime.goexit
 	plain := frame{maxDepth: 100}
 	same := func(u unwound, stack []uint64, truncated, broken, suspect bool) bool {
 		return slices.Equal(u.stack, stack) && u.truncated == truncated && u.broken == broken && u.suspect == suspect
@@ -198,6 +199,11 @@ func TestUnwind(t *testing.T) {
 		t.Errorf("misplaced frame: %+v", u)
 	}
 	sizes[0xb] = 0x38
+	checked.goexitEnd = 0xb // the chain ends outside runtime.goexit
+	if u := unwind(win, base, hi, 0x9, 0x1010, false, checked); !same(u, []uint64{0x9, 0xa, 0xb, 0xc}, false, false, true) {
+		t.Errorf("chain ending outside runtime.goexit: %+v", u)
+	}
+	checked.goexitEnd = 0xc
 	sizes[0xc] = 0x10 // the chain ends in a function with a frame
 	if u := unwind(win, base, hi, 0x9, 0x1010, false, checked); !same(u, []uint64{0x9, 0xa, 0xb, 0xc}, false, false, true) {
 		t.Errorf("chain ending in a framed function: %+v", u)
