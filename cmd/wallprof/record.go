@@ -245,15 +245,25 @@ type recording struct {
 	// goagg also aggregates the samples that arrive while the goroutine
 	// table is read, so that running time covers the same window as the
 	// snapshots.
-	goagg     atomic.Pointer[collect.Aggregator]
+	goagg     atomic.Pointer[goTap]
 	goaggDone *collect.Aggregator
+}
+
+// goTap is where samples go while the goroutine table is read.
+type goTap struct {
+	agg *collect.Aggregator
+	s   *goview.Sampler
 }
 
 // add takes one sample from the session.
 func (r *recording) add(s *collect.RawSample) {
 	r.agg.Add(s)
-	if a := r.goagg.Load(); a != nil {
-		a.Add(s)
+	if tap := r.goagg.Load(); tap != nil {
+		// Tag the sample with the goroutine the latest snapshot had on
+		// its thread; Attach checks that the stack is that goroutine's.
+		t := *s
+		t.Comm = goview.TagThread(s.Comm, tap.s.Running(int(s.TID)))
+		tap.agg.Add(&t)
 	}
 }
 
@@ -532,9 +542,9 @@ func (r *recording) startGoroutines(pid int, gate string) {
 			default:
 			}
 			r.gview, r.gopid = s, pid
-			r.goagg.Store(collect.NewAggregator(func(pid int) (collect.ProcessResolver, error) {
+			r.goagg.Store(&goTap{s: s, agg: collect.NewAggregator(func(pid int) (collect.ProcessResolver, error) {
 				return r.cache.NewProcess(pid)
-			}))
+			})})
 			return
 		} else if errors.Is(err, goview.ErrNotGo) || gate == "" || time.Now().After(deadline) {
 			if !errors.Is(err, goview.ErrNotGo) {
@@ -569,7 +579,9 @@ func (r *recording) stopGoroutines() {
 	default:
 		close(r.gostop)
 	}
-	r.goaggDone = r.goagg.Swap(nil)
+	if tap := r.goagg.Swap(nil); tap != nil {
+		r.goaggDone = tap.agg
+	}
 	if r.gview != nil {
 		if err := r.gview.Stop(); err != nil && linux.ProcessExists(r.gopid) {
 			r.gonote = fmt.Sprintf("the goroutine view stopped early: %v", err)

@@ -131,6 +131,22 @@ func checkGoroutineGroups(t *testing.T, p *profile.Profile, truth *groundtruth.T
 	if profTotal == 0 {
 		t.Fatal("no goroutine time for any group")
 	}
+	// Running time comes from thread samples, mapped to the goroutine the
+	// snapshots had on the thread: compute's two goroutines.
+	var running, withID int64
+	ids := map[uint64]bool{}
+	for _, g := range p.Goroutines {
+		if g.CreatedBy == "main.startCompute" && g.State == profile.GRunning {
+			running += g.Value
+			if g.GoID != 0 {
+				withID += g.Value
+				ids[g.GoID] = true
+			}
+		}
+	}
+	if running == 0 || withID < running*8/10 || len(ids) != 2 {
+		t.Errorf("compute: %v of its %v running time carries a goid; %d goroutines (want 2)", time.Duration(withID), time.Duration(running), len(ids))
+	}
 	// The chanWaiter goroutines' pprof labels (runtime/pprof.Do) are read.
 	var waiting, labelled int64
 	for _, g := range p.Goroutines {

@@ -22,8 +22,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wallprof/wallprof/internal/goruntime/goroutines"
@@ -50,6 +52,15 @@ type Sampler struct {
 	stop chan struct{}
 	done chan struct{}
 	key  []byte
+
+	running atomic.Pointer[map[int]uint64] // thread id -> goroutine the latest snapshot had running on it
+	byID    map[uint64]*known              // what the snapshots learned of each goroutine
+}
+
+// known is what the snapshots saw of one goroutine.
+type known struct {
+	start, createdBy string
+	labels           map[string]string
 }
 
 // entry is aggregated time of one goroutine in one state with one stack.
@@ -74,7 +85,7 @@ func Start(pid int, interval time.Duration) (*Sampler, error) {
 		return nil, err
 	}
 	s := &Sampler{pid: pid, r: r, interval: interval, entries: map[string]*entry{},
-		funcs: map[string]map[string]int{}, seen: map[uint64]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+		funcs: map[string]map[string]int{}, seen: map[uint64]bool{}, byID: map[uint64]*known{}, stop: make(chan struct{}), done: make(chan struct{})}
 	s.info.Version = r.GoVersion()
 	s.info.Interval = interval
 	go s.loop()
@@ -157,6 +168,7 @@ func (s *Sampler) add(snap goroutines.Snapshot, w time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.info.Snapshots++
+	running := map[int]uint64{}
 	s.info.Dropped += snap.Dropped
 	s.info.Retried += snap.Retried
 	n := 0
@@ -169,6 +181,20 @@ func (s *Sampler) add(snap goroutines.Snapshot, w time.Duration) {
 		if !s.seen[g.ID] {
 			s.seen[g.ID] = true
 			s.creator(g, name)
+		}
+		if g.TID != 0 && (g.Status == goroutines.Running || g.Status == goroutines.Copystack) {
+			running[g.TID] = g.ID
+			k := s.byID[g.ID]
+			if k == nil {
+				k = &known{start: name(g.StartPC), createdBy: nameCall(name, g.GoPC)}
+				s.byID[g.ID] = k
+			}
+			if len(g.Labels) > 0 && k.labels == nil {
+				k.labels = make(map[string]string, len(g.Labels))
+				for _, l := range g.Labels {
+					k.labels[l.Key] = l.Value
+				}
+			}
 		}
 		var st profile.GState
 		reason := ""
@@ -195,6 +221,38 @@ func (s *Sampler) add(snap goroutines.Snapshot, w time.Duration) {
 		}
 	}
 	s.info.MaxGoroutines = max(s.info.MaxGoroutines, n)
+	s.running.Store(&running)
+}
+
+// Running returns the goroutine the latest snapshot had running on thread
+// tid (0 if none).
+func (s *Sampler) Running(tid int) uint64 {
+	if m := s.running.Load(); m != nil {
+		return (*m)[tid]
+	}
+	return 0
+}
+
+// tagSep separates a thread name from the goroutine id TagThread adds.
+const tagSep = "\x00goid="
+
+// TagThread returns a thread name carrying a goroutine id, for the
+// aggregation of the thread samples Attach reads (goid 0: the name alone).
+func TagThread(comm string, goid uint64) string {
+	if goid == 0 {
+		return comm
+	}
+	return comm + tagSep + strconv.FormatUint(goid, 10)
+}
+
+// untag splits a name made by TagThread.
+func untag(name string) (string, uint64) {
+	comm, id, ok := strings.Cut(name, tagSep)
+	if !ok {
+		return name, 0
+	}
+	goid, _ := strconv.ParseUint(id, 10, 64)
+	return comm, goid
 }
 
 // nameCall names the function containing a return address.
@@ -313,12 +371,19 @@ func (s *Sampler) Attach(p, threads *profile.Profile, r Resolver) {
 			continue // the scheduler, GC workers, signal handling: not a goroutine's own work
 		}
 		fn, _ := goroutineFunc(ts.Stack)
-		creator := s.likelyCreator(start)
-		if fn == "runtime.main" {
-			creator = ""
+		g := &profile.GoSample{Stack: in.stack(ts.Stack), PID: s.pid, State: st, Func: fn,
+			CreatedBy: s.likelyCreator(start), Value: ts.Value}
+		// The goroutine the latest snapshot had on the thread, if the
+		// stack is one of its function's: it may have changed since.
+		if _, goid := untag(ts.Thread); goid != 0 {
+			if k := s.byID[goid]; k != nil && k.start == start {
+				g.GoID, g.CreatedBy, g.Labels = goid, k.createdBy, k.labels
+			}
 		}
-		p.Goroutines = append(p.Goroutines, &profile.GoSample{Stack: in.stack(ts.Stack), PID: s.pid, State: st,
-			Func: fn, CreatedBy: creator, Value: ts.Value})
+		if fn == "runtime.main" {
+			g.CreatedBy = ""
+		}
+		p.Goroutines = append(p.Goroutines, g)
 	}
 	resolveWrappers(p.Goroutines)
 	info := s.info
