@@ -1,0 +1,164 @@
+package goview
+
+import (
+	"testing"
+
+	"github.com/wallprof/wallprof/internal/profile"
+)
+
+func loc(fns ...string) *profile.Location {
+	l := &profile.Location{}
+	for _, f := range fns {
+		l.Frames = append(l.Frames, profile.Frame{Function: f})
+	}
+	return l
+}
+
+var kmap = &profile.Mapping{Kernel: true, File: "[kernel.kallsyms]"}
+
+func kloc(fn string) *profile.Location {
+	return &profile.Location{Mapping: kmap, Frames: []profile.Frame{{Function: fn}}}
+}
+
+func TestGoroutineFunc(t *testing.T) {
+	for _, tc := range []struct {
+		stack       []*profile.Location
+		start, fn   string
+		isGoroutine bool
+	}{
+		// go s.run(g, f): the wrapper calls run, which the goroutine is.
+		{[]*profile.Location{loc("main.compute"), loc("main.(*spawner).run"), loc("main.startCompute.gowrap1"), loc("runtime.goexit")},
+			"main.startCompute.gowrap1", "main.(*spawner).run", true},
+		// Inlined frames count, kernel frames do not.
+		{[]*profile.Location{kloc("do_syscall_64"), loc("syscall.read", "main.reader"), loc("runtime.goexit")},
+			"main.reader", "main.reader", true},
+		// The scheduler's g0 stack is no goroutine's.
+		{[]*profile.Location{loc("runtime.findRunnable"), loc("runtime.schedule"), loc("runtime.mstart")}, "", "", false},
+		// A goroutine caught before it started: only its wrapper.
+		{[]*profile.Location{loc("net/http.(*Server).Serve.gowrap3"), loc("runtime.goexit")},
+			"net/http.(*Server).Serve.gowrap3", "net/http.(*Server).Serve.gowrap3", true},
+	} {
+		start, ok := goroutineStart(tc.stack)
+		fn, _ := goroutineFunc(tc.stack)
+		if ok != tc.isGoroutine || start != tc.start || fn != tc.fn {
+			t.Errorf("%v: start %q fn %q ok %v; want %q %q %v", tc.stack, start, fn, ok, tc.start, tc.fn, tc.isGoroutine)
+		}
+	}
+	for fn, want := range map[string]bool{"a.F.gowrap1": true, "a.F.gowrap12": true, "a.F.gowrapx": false, "a.F.func1": false, "gowrap1": false} {
+		if isGoWrapper(fn) != want {
+			t.Errorf("isGoWrapper(%q) != %v", fn, want)
+		}
+	}
+}
+
+func TestResolveWrappers(t *testing.T) {
+	running := &profile.GoSample{Stack: []*profile.Location{loc("main.work"), loc("main.F.gowrap1"), loc("runtime.goexit")}, Func: "main.work", Value: 5}
+	unstarted := &profile.GoSample{Stack: []*profile.Location{loc("main.F.gowrap1"), loc("runtime.goexit")}, Func: "main.F.gowrap1", Value: 1}
+	resolveWrappers([]*profile.GoSample{running, unstarted})
+	if unstarted.Func != "main.work" {
+		t.Errorf("a goroutine caught before it started: %q, want main.work", unstarted.Func)
+	}
+}
+
+func TestTagThread(t *testing.T) {
+	if c, id := untag(TagThread("server", 42)); c != "server" || id != 42 {
+		t.Errorf("untag(TagThread) = %q %d", c, id)
+	}
+	if TagThread("server", 0) != "server" {
+		t.Error("goid 0 must leave the name alone")
+	}
+	if c, id := untag("server"); c != "server" || id != 0 {
+		t.Errorf("untag(plain) = %q %d", c, id)
+	}
+}
+
+func TestInSyscall(t *testing.T) {
+	if !inSyscall([]*profile.Location{kloc("ksys_read"), kloc("do_syscall_64"), loc("syscall.Syscall")}) {
+		t.Error("a read in the kernel is a system call")
+	}
+	if inSyscall([]*profile.Location{kloc("irqentry_exit_to_user_mode"), loc("main.compute")}) {
+		t.Error("a preemption is not a system call")
+	}
+}
+
+func TestGroups(t *testing.T) {
+	gs := []*profile.GoSample{
+		{GoID: 1, Func: "runtime.main", State: profile.GWaiting, WaitReason: "select", Value: 10},
+		{GoID: 7, CreatedBy: "main.start", Func: "main.worker", State: profile.GWaiting, WaitReason: "chan receive", Value: 30},
+		{GoID: 8, CreatedBy: "main.start", Func: "main.worker", State: profile.GWaiting, WaitReason: "sleep", Value: 10},
+		{GoID: 8, CreatedBy: "main.start", Func: "main.worker", State: profile.GRunnable, Value: 5},
+		{CreatedBy: "main.start", Func: "main.worker", State: profile.GRunning, Value: 5},
+	}
+	g := profile.Groups(gs)
+	if len(g) != 2 || g[0].Key != "created by main.start" || g[0].Goroutines != 2 || g[0].Total != 50 ||
+		g[0].Time[profile.GRunning] != 5 || g[0].Reasons["chan receive"] != 30 || g[0].Func != "main.worker" {
+		t.Fatalf("groups %+v", g)
+	}
+	if g[1].Key != "main goroutine" || g[1].Goroutines != 1 {
+		t.Errorf("main goroutine group %+v", g[1])
+	}
+}
+
+// fakeResolver names addresses from a table.
+type fakeResolver map[uint64]string
+
+func (f fakeResolver) Resolve(addr uint64) (*profile.Mapping, []profile.Frame) {
+	return &profile.Mapping{File: "/srv/app", Start: 0x400000, Limit: 0x800000}, []profile.Frame{{Function: f[addr]}}
+}
+
+// Attach turns the snapshots' entries and the thread samples of the window
+// into the goroutine view.
+func TestAttach(t *testing.T) {
+	res := fakeResolver{0x1000: "runtime.gopark", 0x1fff: "main.wait", 0x2fff: "runtime.goexit"}
+	app := &profile.Mapping{ID: 1, File: "/srv/app", Start: 0x400000, Limit: 0x800000}
+	l := func(addr uint64, fn string) *profile.Location {
+		return &profile.Location{Address: addr, Mapping: app, Frames: []profile.Frame{{Function: fn}}}
+	}
+	goexit := l(0x2fff, "runtime.goexit")
+	compute := l(0x3fff, "main.compute")
+	p := &profile.Profile{Mappings: []*profile.Mapping{app}}
+	p.Samples = []*profile.Sample{{PID: 9, TID: 10, State: profile.OnCPU, Stack: []*profile.Location{compute, goexit}, Value: 100}}
+	p.Locs = []*profile.Location{goexit, compute}
+	for i, l := range p.Locs {
+		l.ID = uint64(i + 1)
+	}
+	threads := &profile.Profile{Samples: []*profile.Sample{
+		// Running goroutine 5 (the snapshot had it on thread 10).
+		{PID: 9, TID: 10, Thread: TagThread("app", 5), State: profile.OnCPU, Stack: []*profile.Location{l(0x3fff, "main.compute"), l(0x2fff, "runtime.goexit")}, Value: 60},
+		// Its thread waiting for a CPU: the goroutine is runnable.
+		{PID: 9, TID: 10, Thread: "app", State: profile.Runnable, Stack: []*profile.Location{l(0x3fff, "main.compute"), l(0x2fff, "runtime.goexit")}, Value: 20},
+		// In a system call: left to the snapshots.
+		{PID: 9, TID: 11, State: profile.OnCPU, Stack: []*profile.Location{kloc("do_syscall_64"), l(0x4fff, "main.read"), l(0x2fff, "runtime.goexit")}, Value: 7},
+		// The scheduler, and another process: not goroutines of this one.
+		{PID: 9, TID: 12, State: profile.OnCPU, Stack: []*profile.Location{l(0x5fff, "runtime.schedule"), l(0x6fff, "runtime.mstart")}, Value: 9},
+		{PID: 8, TID: 13, State: profile.OnCPU, Stack: []*profile.Location{l(0x3fff, "main.compute"), l(0x2fff, "runtime.goexit")}, Value: 11},
+	}}
+	s := &Sampler{pid: 9, funcs: map[string]map[string]int{"main.compute": {"main.start": 1}},
+		byID: map[uint64]*known{5: {start: "main.compute", createdBy: "main.start", labels: map[string]string{"k": "v"}}}}
+	s.order = []*entry{{goid: 6, state: profile.GWaiting, reason: "chan receive", stack: []uint64{0x1000, 0x2000, 0x3000}, value: 50,
+		createdBy: "main.start", goFunction: "main.wait"}}
+	s.info.Version = "go1.26.0"
+	s.Attach(p, threads, res)
+	if len(p.Goroutines) != 3 {
+		t.Fatalf("%d goroutine samples, want 3 (parked, running, runnable)", len(p.Goroutines))
+	}
+	parked, run, runnable := p.Goroutines[0], p.Goroutines[1], p.Goroutines[2]
+	if parked.GoID != 6 || parked.WaitReason != "chan receive" || parked.Func != "main.wait" || len(parked.Stack) != 3 ||
+		parked.Stack[0].Frames[0].Function != "runtime.gopark" || parked.Stack[2] != goexit {
+		t.Errorf("parked goroutine %+v (its root must reuse the thread view's location)", parked)
+	}
+	if run.State != profile.GRunning || run.GoID != 5 || run.Labels["k"] != "v" || run.Value != 60 || run.Stack[0] != compute {
+		t.Errorf("running goroutine %+v", run)
+	}
+	if runnable.State != profile.GRunnable || runnable.GoID != 0 || runnable.CreatedBy != "main.start" || runnable.Value != 20 {
+		t.Errorf("runnable goroutine %+v", runnable)
+	}
+	if p.GoInfo == nil || p.GoInfo.Version != "go1.26.0" {
+		t.Errorf("GoInfo %+v", p.GoInfo)
+	}
+	for i, l := range p.Locs {
+		if l.ID != uint64(i+1) {
+			t.Fatalf("location %d has ID %d", i, l.ID)
+		}
+	}
+}
