@@ -45,11 +45,12 @@ type build struct {
 	pie       bool
 }
 
-// builds returns the builds to test: the local toolchain plain, stripped
-// and PIE, and every older toolchain of the tables found in the module
+// builds returns the builds to test: the local toolchain plain, stripped,
+// PIE and PIE stripped (as distributions ship), and every older toolchain of the tables found in the module
 // cache, stripped (go1.20.14 also plain).
 func builds(t *testing.T) []build {
-	bs := []build{{"local", "", false, false}, {"local-stripped", "", true, false}, {"local-pie", "", false, true}}
+	bs := []build{{"local", "", false, false}, {"local-stripped", "", true, false},
+		{"local-pie", "", false, true}, {"local-pie-stripped", "", true, true}}
 	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
 	if err != nil {
 		t.Fatalf("go env GOMODCACHE: %v", err)
@@ -74,7 +75,11 @@ func (b build) binary(t *testing.T) string {
 		return groundtruth.BuildGo(t, dir, b.stripped, b.toolchain)
 	}
 	out := filepath.Join(t.TempDir(), "goparked-pie")
-	cmd := exec.Command("go", "build", "-buildmode=pie", "-o", out, ".")
+	args := []string{"build", "-buildmode=pie", "-o", out}
+	if b.stripped {
+		args = append(args, "-ldflags=-s -w")
+	}
+	cmd := exec.Command("go", append(args, ".")...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0")
 	if o, err := cmd.CombinedOutput(); err != nil {

@@ -45,8 +45,9 @@ type Goroutine struct {
 
 // Snapshot is the goroutine table at one moment.
 type Snapshot struct {
-	Time       time.Time
-	Goroutines []Goroutine // live goroutines in allgs order
+	Time       time.Time     // when the snapshot started
+	Elapsed    time.Duration // how long it took
+	Goroutines []Goroutine   // live goroutines in allgs order
 	// Dropped counts goroutines whose reads stayed inconsistent (the
 	// goroutine changed while it was read, or its stack did not unwind
 	// within bounds) after every retry; they are not in Goroutines.
@@ -111,6 +112,7 @@ func (r *Reader) Snapshot() (Snapshot, error) {
 		}
 	}
 	r.snapshots++
+	snap.Elapsed = time.Since(snap.Time)
 	return snap, nil
 }
 
