@@ -40,16 +40,24 @@ import (
 // version, and a reader refuses versions it does not know.
 //
 // Comments without the "wallprof:" prefix are for people (`go tool pprof
-// -comments`) and are regenerated on every write.
+// -comments`) and are regenerated on every write. The records themselves
+// are stored as unreferenced functions (see recordFunction).
 const (
 	commentPrefix  = "wallprof:"
 	commentVersion = "v1"
 	commentLead    = commentPrefix + commentVersion + " "
 )
 
-// encodeComments returns the human-readable and the wallprof comments for p.
-func encodeComments(p *profile.Profile) []string {
-	var human []string
+// recordFunction marks the pprof functions that carry wallprof records
+// (their SystemName): no location refers to them, so pprof's reports never
+// show them, while the comments, which pprof prints at the top of every
+// report, stay short and for people. Files written before kept the records
+// in the comments; readers take them from both.
+const recordFunction = "wallprof:record"
+
+// encodeComments returns the human-readable comments and the wallprof
+// records for p.
+func encodeComments(p *profile.Profile) (human, records []string) {
 	var states []string
 	for s := profile.State(0); s < profile.NumStates; s++ {
 		states = append(states, s.String())
@@ -94,7 +102,7 @@ func encodeComments(p *profile.Profile) []string {
 		human = append(human, "note: "+oneLine(n))
 		rec = append(rec, commentLead+"note "+strconv.Quote(n))
 	}
-	return append(human, rec...)
+	return human, rec
 }
 
 // commentState collects what decodeComment finds.

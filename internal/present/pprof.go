@@ -3,6 +3,8 @@ package present
 import (
 	"fmt"
 	"io"
+	"path"
+	"strings"
 	"time"
 
 	pprof "github.com/google/pprof/profile"
@@ -66,8 +68,9 @@ func toPprof(p *profile.Profile) (*pprof.Profile, error) {
 		PeriodType:        &pprof.ValueType{Type: Wall.String(), Unit: "nanoseconds"},
 		Period:            p.Period,
 		DurationNanos:     int64(p.Duration),
-		Comments:          encodeComments(p),
 	}
+	human, records := encodeComments(p)
+	pp.Comments = human
 	if !p.Start.IsZero() {
 		pp.TimeNanos = p.Start.UnixNano()
 	}
@@ -89,6 +92,7 @@ func toPprof(p *profile.Profile) (*pprof.Profile, error) {
 		mappings[m] = pm
 		pp.Mapping = append(pp.Mapping, pm)
 	}
+	mainFirst(pp, p.Command)
 	locs, err := pprofLocations(pp, p.Locs, mappings)
 	if err != nil {
 		return nil, err
@@ -115,7 +119,33 @@ func toPprof(p *profile.Profile) (*pprof.Profile, error) {
 		}
 		pp.Sample = append(pp.Sample, ps)
 	}
+	for _, r := range records {
+		pp.Function = append(pp.Function, &pprof.Function{ID: uint64(len(pp.Function) + 1), Name: r, SystemName: recordFunction})
+	}
 	return pp, nil
+}
+
+// mainFirst moves the mapping of the profiled program's executable to the
+// front: pprof names the first mapping as the profile's "File".
+func mainFirst(pp *pprof.Profile, command string) {
+	exe := ""
+	if f := strings.Fields(command); len(f) > 0 {
+		exe = path.Base(f[0])
+	}
+	best := -1
+	for i, m := range pp.Mapping {
+		if m.File == kernelFile || strings.HasPrefix(m.File, "[") {
+			continue
+		}
+		if best < 0 || exe != "" && path.Base(m.File) == exe && path.Base(pp.Mapping[best].File) != exe {
+			best = i
+		}
+	}
+	if best > 0 {
+		m := pp.Mapping[best]
+		copy(pp.Mapping[1:best+1], pp.Mapping[:best])
+		pp.Mapping[0] = m
+	}
 }
 
 // goroutineType is the sample type of the goroutine view: each goroutine's
@@ -237,6 +267,13 @@ func pprofSample(s *profile.Sample, locs map[*profile.Location]*pprof.Location) 
 func fromPprof(pp *pprof.Profile) (*profile.Profile, error) {
 	var st commentState
 	var foreignComments []string
+	for _, f := range pp.Function {
+		if f.SystemName == recordFunction {
+			if _, err := st.decodeComment(f.Name); err != nil {
+				return nil, err
+			}
+		}
+	}
 	for _, c := range pp.Comments {
 		other, err := st.decodeComment(c)
 		if err != nil {

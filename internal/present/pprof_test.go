@@ -135,8 +135,28 @@ func TestPprofContents(t *testing.T) {
 		seen[k] = true
 	}
 	comments := strings.Join(pp.Comments, "\n")
+	if !strings.Contains(comments, "lost events: odd cause=x=2, ringbuf-full=3, stack-read-failed=1") {
+		t.Errorf("comments lack the lost events; they are:\n%s", comments)
+	}
+	if strings.Contains(comments, "wallprof:v1") {
+		t.Errorf("the records are in the comments, which pprof prints on top of every report:\n%s", comments)
+	}
+	// The records are in functions no location refers to.
+	var records []string
+	for _, f := range pp.Function {
+		if f.SystemName == recordFunction {
+			records = append(records, f.Name)
+		}
+	}
+	for _, l := range pp.Location {
+		for _, ln := range l.Line {
+			if ln.Function.SystemName == recordFunction {
+				t.Errorf("location %d refers to a record", l.ID)
+			}
+		}
+	}
+	all := strings.Join(records, "\n")
 	for _, want := range []string{
-		"lost events: odd cause=x=2, ringbuf-full=3, stack-read-failed=1",
 		`wallprof:v1 thread pid=100 tid=101 name="worker pool 1" start=0 end=1000000000 exited=false on-cpu=41000000 runnable=49000000 sleeping=780000000 disk=122000000 other=8000000 samples=3`,
 		"wallprof:v1 lost cause=ringbuf-full n=3",
 		`wallprof:v1 lost cause="odd cause=x" n=2`,
@@ -146,8 +166,8 @@ func TestPprofContents(t *testing.T) {
 		"wallprof:v1 kernel mapping=4",
 		"wallprof:v1 profile states=on-cpu,runnable,sleeping,disk,other",
 	} {
-		if !strings.Contains(comments, want) {
-			t.Errorf("comments lack %q; they are:\n%s", want, comments)
+		if !strings.Contains(all, want) {
+			t.Errorf("records lack %q; they are:\n%s", want, all)
 		}
 	}
 	for _, c := range pp.Comments {
@@ -191,6 +211,10 @@ func TestGoToolPprofTop(t *testing.T) {
 	}
 	if !bytes.Contains(out, []byte("main.fib")) {
 		t.Errorf("go tool pprof output lacks main.fib:\n%s", out)
+	}
+	// The header is for people: a few lines, no machine records.
+	if bytes.Contains(out, []byte("wallprof:v1")) {
+		t.Errorf("go tool pprof prints wallprof's records:\n%s", out)
 	}
 }
 

@@ -60,6 +60,9 @@ type Report struct {
 	Lost  map[string]uint64 `json:"lost"`
 	Cost  *CostReport       `json:"cost"`  // null when the profiler's cost is unknown
 	Notes []string          `json:"notes"` // remarks recorded with the profile
+	// Goroutines says how the goroutine view of a Go program was read;
+	// absent for other programs ('wallprof report --goroutines' shows it).
+	Goroutines *GoroutinesInfo `json:"goroutines,omitempty"`
 	// Top are the top functions by weight: "wall", "cpu", "offcpu".
 	Top []TopTable `json:"top"`
 	// Threads are sorted by wall time, longest first, then by tid. Empty
@@ -72,6 +75,30 @@ type Report struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// Tree is the call tree, present when asked for.
 	Tree *Tree `json:"tree,omitempty"`
+}
+
+// GoroutinesInfo is how the goroutine view was read.
+type GoroutinesInfo struct {
+	GoVersion     string `json:"go_version"`
+	Snapshots     int    `json:"snapshots"`
+	IntervalNS    int64  `json:"interval_ns"`
+	MaxGoroutines int    `json:"max_goroutines"`
+	Dropped       int    `json:"inconsistent_reads_dropped"`
+	TimeNS        int64  `json:"goroutine_time_ns"`
+}
+
+func goroutinesInfo(p *profile.Profile) *GoroutinesInfo {
+	if p.GoInfo == nil && len(p.Goroutines) == 0 {
+		return nil
+	}
+	g := &GoroutinesInfo{}
+	if i := p.GoInfo; i != nil {
+		*g = GoroutinesInfo{GoVersion: i.Version, Snapshots: i.Snapshots, IntervalNS: int64(i.Interval), MaxGoroutines: i.MaxGoroutines, Dropped: i.Dropped}
+	}
+	for _, s := range p.Goroutines {
+		g.TimeNS += s.Value
+	}
+	return g
 }
 
 // FilterReport records the filter expressions of a report ("" when unset).
@@ -187,6 +214,7 @@ func NewReport(p *profile.Profile, top int) *Report {
 		Samples:    len(p.Samples),
 		Lost:       map[string]uint64{},
 		Notes:      append([]string{}, p.Notes...),
+		Goroutines: goroutinesInfo(p),
 		Threads:    []ThreadRow{},
 	}
 	for _, t := range p.Threads {

@@ -89,6 +89,10 @@ func writeHeader(w io.Writer, r *Report) {
 			fmtDur(c.ProfilerCPUNS), costPct(c.ProfilerCPUPercent, c.TargetCPUNS),
 			fmtDur(c.BPFRunNS), costPct(c.BPFRunPercent, c.TargetCPUNS), c.BPFRuns, fmtDur(c.TargetCPUNS)))
 	}
+	if g := r.Goroutines; g != nil {
+		kv.add("goroutines:", fmt.Sprintf("%s, %s of goroutine time, up to %d goroutines (table read %d times, every %s); 'wallprof report --goroutines' groups them",
+			g.GoVersion, fmtDur(g.TimeNS), g.MaxGoroutines, g.Snapshots, fmtDur(g.IntervalNS)))
+	}
 	for _, n := range r.Notes {
 		kv.add("note:", oneLine(n))
 	}
