@@ -262,6 +262,11 @@ func TestFlameBrowser(t *testing.T) {
 	if target == nil {
 		t.Fatal("no frame narrower than the page to click")
 	}
+	// A deep profile makes a tall page: bring the frame into the viewport.
+	_, err = chromedp.Run(bctx, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`window.scrollTo(0, %f)`, box[1]+target.Y-300)))
+	must("scroll", err)
+	box, err = chromedp.Run(bctx, chromedp.Evaluate[[]float64](`(function(){var b=document.getElementById("canvas").getBoundingClientRect(); return [b.left, b.top];})()`))
+	must("canvas position after scrolling", err)
 	cx, cy := box[0]+target.X+target.W/2, box[1]+target.Y+target.H/2
 	must("hover", chromedp.Do(bctx, chromedp.MouseEvent("mouseMoved", cx, cy)))
 	_, err = chromedp.Run(bctx, chromedp.Poll[chromedp.Void](`!document.getElementById("tip").hidden`, chromedp.WithPollingTimeout(10*time.Second)))
