@@ -62,6 +62,7 @@ type Reader struct {
 	maxRetry  int
 	maxDepth  int
 	maxStack  int
+	maxAllgs  int
 	scratch   scratch
 	snapshots int                     // number of the next snapshot
 	stacks    map[uint64]*cachedStack // by g address
@@ -145,7 +146,7 @@ func Open(pid int) (*Reader, error) {
 		allgs: allgs + bias, allgsHow: how, bias: bias, mem: mem,
 		system: make(map[uint64]bool),
 		stacks: make(map[uint64]*cachedStack), cacheAge: 16,
-		maxRetry: 3, maxDepth: 512, maxStack: 256 << 10,
+		maxRetry: 3, maxDepth: 512, maxStack: 256 << 10, maxAllgs: maxAllgs,
 		labelSets: make(map[uint64]*labelSet),
 	}
 	r.frameSizes = make(map[uint64]int64)

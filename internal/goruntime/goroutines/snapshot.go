@@ -131,7 +131,7 @@ func (r *Reader) readAllgs() ([]uint64, error) {
 		if n == 0 {
 			return nil, nil
 		}
-		plausible := n <= maxAllgs && n <= c && ptr != 0
+		plausible := n <= uint64(r.maxAllgs) && n <= c && ptr != 0
 		var buf []byte
 		if plausible {
 			buf = make([]byte, n*8)

@@ -92,7 +92,7 @@ func fakeTarget(t *testing.T) (*Reader, *fakeMem) {
 			put(g, o.GGoid, binary.LittleEndian.Uint64(g[o.GGoid:])+100)
 		}
 	}
-	r := &Reader{layout: l, allgs: 0x1000, mem: m, system: map[uint64]bool{}, maxRetry: 3, maxDepth: 512, maxStack: 256 << 10, frame: frame{maxDepth: 512}}
+	r := &Reader{layout: l, allgs: 0x1000, mem: m, system: map[uint64]bool{}, maxRetry: 3, maxDepth: 512, maxStack: 256 << 10, maxAllgs: maxAllgs, frame: frame{maxDepth: 512}}
 	return r, m
 }
 
