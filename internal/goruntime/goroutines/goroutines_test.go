@@ -1,6 +1,7 @@
 package goroutines
 
 import (
+	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -106,6 +108,9 @@ func TestReadGoparked(t *testing.T) {
 			}
 			if b.pie == (r.LoadBias() == 0) {
 				t.Errorf("load bias %#x (PIE: %v)", r.LoadBias(), b.pie)
+			}
+			if b.pie {
+				checkBiasFromMaps(t, w.cmd.Process.Pid, r.LoadBias())
 			}
 			snap := snapshotUntilFound(t, r)
 			checkExpected(t, r, snap)
@@ -433,5 +438,33 @@ func readWhileChurning(t *testing.T, bin string) {
 	checkExpected(t, r, snapshotUntilFound(t, r))
 	if woken, _ := w.alive(t); woken != 0 {
 		t.Errorf("%d blocked goroutines woke up", woken)
+	}
+}
+
+// checkBiasFromMaps checks the load bias (from AT_ENTRY) against the one
+// /proc/PID/maps gives.
+func checkBiasFromMaps(t *testing.T, pid int, bias uint64) {
+	t.Helper()
+	exe := fmt.Sprintf("/proc/%d/exe", pid)
+	f, err := elf.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var st syscall.Stat_t
+	if err := syscall.Stat(exe, &st); err != nil {
+		t.Fatal(err)
+	}
+	start, err := mappingStart(pid, st.Ino)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD {
+			if got := start - p.Vaddr&^0xfff; got != bias {
+				t.Errorf("bias from maps %#x, from AT_ENTRY %#x", got, bias)
+			}
+			return
+		}
 	}
 }

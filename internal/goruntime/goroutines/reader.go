@@ -202,12 +202,17 @@ func (r *Reader) Table() *gopclntab.Table { return r.table }
 func (r *Reader) Syscalls() int { return r.mem.syscalls() }
 
 // loadBias returns the load bias of the executable f (inode ino) in pid:
-// zero for a position-dependent executable; for PIE, the start of its
-// mapping at file offset 0 minus the page-aligned address of its first
+// zero for a position-dependent executable; for PIE, the entry address
+// the kernel passed the process (AT_ENTRY in /proc/PID/auxv) minus the
+// file's entry address, or failing that the start of its mapping at file
+// offset 0 in /proc/PID/maps minus the page-aligned address of its first
 // PT_LOAD segment.
 func loadBias(pid int, f *elf.File, ino uint64) (uint64, error) {
 	if f.Type != elf.ET_DYN {
 		return 0, nil
+	}
+	if entry, ok := auxvEntry(pid); ok && f.Entry != 0 {
+		return entry - f.Entry, nil
 	}
 	var first *elf.Prog
 	for _, p := range f.Progs {
@@ -227,6 +232,22 @@ func loadBias(pid int, f *elf.File, ino uint64) (uint64, error) {
 		return 0, fmt.Errorf("process %d: first PT_LOAD segment at file offset %#x, expected 0", pid, first.Off)
 	}
 	return start - first.Vaddr&^0xfff, nil
+}
+
+// auxvEntry returns AT_ENTRY from /proc/PID/auxv (amd64: pairs of 8-byte
+// words).
+func auxvEntry(pid int) (uint64, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/auxv", pid))
+	if err != nil {
+		return 0, false
+	}
+	const atEntry = 9
+	for off := 0; off+16 <= len(b); off += 16 {
+		if word(b, off) == atEntry {
+			return word(b, off+8), true
+		}
+	}
+	return 0, false
 }
 
 // mappingStart returns the start of the mapping at offset 0 of inode ino

@@ -1,13 +1,17 @@
 package goroutines
 
 import (
+	"debug/elf"
 	"encoding/binary"
 	"os"
+	"reflect"
 	"slices"
+	"syscall"
 	"testing"
 	"unsafe"
 
 	"github.com/wallprof/wallprof/internal/goruntime/rtlayout"
+	"github.com/wallprof/wallprof/internal/symbolize/gopclntab"
 )
 
 // fakeMem is a target's memory made of regions; onRead may change a region
@@ -322,5 +326,31 @@ func TestLabelMapGrowing(t *testing.T) {
 	r.readLabels(&snap, []uint64{0x800})
 	if snap.Goroutines[0].Labels != nil || snap.LabelErrors != 1 {
 		t.Errorf("with a missing overflow bucket: labels %q, %d errors", snap.Goroutines[0].Labels, snap.LabelErrors)
+	}
+}
+
+// TestLoadBiasSelf checks the load bias of the test binary itself: the
+// runtime address of a function minus the bias is its entry in the file.
+func TestLoadBiasSelf(t *testing.T) {
+	f, err := elf.Open("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var st syscall.Stat_t
+	if err := syscall.Stat("/proc/self/exe", &st); err != nil {
+		t.Fatal(err)
+	}
+	bias, err := loadBias(os.Getpid(), f, st.Ino)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab, err := gopclntab.Open(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, _, ok := rtlayout.FindFunc(tab, "github.com/wallprof/wallprof/internal/goruntime/goroutines.TestLoadBiasSelf")
+	if pc := uint64(reflect.ValueOf(TestLoadBiasSelf).Pointer()); !ok || pc-bias != entry {
+		t.Errorf("pc %#x - bias %#x != entry %#x (found %v)", pc, bias, entry, ok)
 	}
 }
