@@ -4,7 +4,10 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -12,13 +15,15 @@ import (
 )
 
 // thirdParty are Go programs built by others (distribution and vendor
-// builds, stripped, some with cgo or GOEXPERIMENTs) that wait on stdin.
+// builds, stripped, some with cgo or GOEXPERIMENTs) that wait on stdin or
+// on a FIFO ("{fifo}" is replaced by the path of one nobody writes to).
 // Those installed on the machine are read.
 var thirdParty = [][]string{
 	{"/usr/local/bin/terraform", "console"},
 	{"/usr/bin/kubectl", "create", "--dry-run=client", "-f", "-"},
 	{"/usr/local/bin/docker", "login", "--username", "x", "--password-stdin"},
 	{"/usr/bin/caddy", "adapt", "--config", "/dev/stdin"}, // Debian 12: Go 1.19
+	{"/usr/bin/gcloud-crc32c", "{fifo}"},                  // blocks opening a FIFO
 }
 
 // TestThirdPartyBinaries reads the goroutines of the Go programs of
@@ -35,7 +40,16 @@ func TestThirdPartyBinaries(t *testing.T) {
 		}
 		tested++
 		t.Run(argv[0], func(t *testing.T) {
-			cmd := exec.Command(argv[0], argv[1:]...)
+			args := slices.Clone(argv[1:])
+			for i, a := range args {
+				if a == "{fifo}" {
+					args[i] = filepath.Join(t.TempDir(), "fifo")
+					if err := syscall.Mkfifo(args[i], 0o600); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			cmd := exec.Command(argv[0], args...)
 			stdin, err := cmd.StdinPipe()
 			if err != nil {
 				t.Fatal(err)
@@ -75,6 +89,10 @@ func TestThirdPartyBinaries(t *testing.T) {
 			for _, g := range snap.Goroutines {
 				if g.ID == 1 {
 					sawMain = true
+					if g.Stack != nil && !slices.Contains(frames(r, g), "main.main") {
+						t.Errorf("main goroutine (%s %q): stack %q has no main.main", g.Status, g.WaitReason, frames(r, g))
+					}
+					t.Logf("main goroutine: %s %q, %d frames", g.Status, g.WaitReason, len(g.Stack))
 				}
 				if g.Stack == nil {
 					continue
