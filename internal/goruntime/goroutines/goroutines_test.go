@@ -331,6 +331,20 @@ func TestOpenErrors(t *testing.T) {
 			t.Errorf("Open(no such pid) = %v", err)
 		}
 	})
+	t.Run("wrong layout", func(t *testing.T) {
+		w := startWorkload(t, groundtruth.BuildGo(t, groundtruth.WorkloadDir(t, "goparked"), true, ""))
+		r, err := Open(w.cmd.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		if r.layout, err = rtlayout.ForVersion("go1.20"); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.checkLayout(); !errors.Is(err, ErrLayoutMismatch) {
+			t.Errorf("go1.26 program read with the go1.20 layout: %v", err)
+		}
+	})
 	t.Run("exited", func(t *testing.T) {
 		w := startWorkload(t, groundtruth.BuildGo(t, groundtruth.WorkloadDir(t, "goparked"), true, ""))
 		r, err := Open(w.cmd.Process.Pid)

@@ -155,7 +155,42 @@ func Open(pid int) (*Reader, error) {
 		return nil, fmt.Errorf("process %d (%s): %w: no runtime.goexit", pid, version, ErrNoFuncTable)
 	}
 	r.frame = frame{maxDepth: r.maxDepth, callerFrame: r.callerFrame, goexitStart: start + bias, goexitEnd: end + bias}
+	if err := r.checkLayout(); err != nil {
+		mem.close()
+		return nil, err
+	}
 	return r, nil
+}
+
+// ErrLayoutMismatch is returned (wrapped) by Open when the target's first
+// goroutine does not read as expected: the layout of its Go version does
+// not fit the binary (a pre-release toolchain, a modified runtime).
+var ErrLayoutMismatch = errors.New("runtime layout does not fit the program")
+
+// checkLayout reads the first g of allgs, which is always the main
+// goroutine: goid 1, started at runtime.main, with a stack. That checks
+// the address of allgs and the offsets of goid, startpc and stack.
+func (r *Reader) checkLayout() error {
+	gps, err := r.readAllgs()
+	if err != nil {
+		return err
+	}
+	if len(gps) == 0 {
+		return fmt.Errorf("process %d (%s): %w: runtime.allgs is empty", r.pid, r.version, ErrLayoutMismatch)
+	}
+	buf := make([]byte, r.layout.Offsets.GSize)
+	rs := []read{{addr: gps[0], buf: buf}}
+	r.mem.readAll(rs)
+	v := r.parseG(buf)
+	name := ""
+	if r.table != nil {
+		_, _, name, _ = r.table.FuncRange(v.startpc - r.bias)
+	}
+	if !rs[0].ok || v.goid != 1 || name != "runtime.main" || v.lo >= v.hi {
+		return fmt.Errorf("process %d (%s, layout from %s): %w: its first goroutine reads as goid %d starting in %q",
+			r.pid, r.version, r.layout.Source, ErrLayoutMismatch, v.goid, name)
+	}
+	return nil
 }
 
 // callerFrame returns the pcsp value at return address ret, caching it:
