@@ -41,9 +41,6 @@ type Session struct {
 	perfFDs []int
 	reader  *ringbuf.Reader
 	stats   statsSwitch
-	// exitTP: sched_exit_tp is attached (a switched-in thread's own
-	// context), sys_exit is not.
-	exitTP bool
 
 	startNs   uint64
 	wallStart time.Time
@@ -130,7 +127,28 @@ func (s *Session) load() error {
 			return fmt.Errorf("configure BPF program (%s): %w", name, err)
 		}
 	}
-	return s.spec.LoadAndAssign(&s.objs.core, nil)
+	if !hasExitTP() {
+		return s.spec.LoadAndAssign(&s.objs.core, nil)
+	}
+	// In the same load as the core (a second collection would cost its
+	// BTF processing again: ~25 ms of CPU). A kernel without the
+	// tracepoint refuses it: then the core alone.
+	var o struct {
+		coreObjects
+		OnSchedExit *ebpf.Program `ebpf:"on_sched_exit"`
+	}
+	if err := s.spec.LoadAndAssign(&o, nil); err != nil {
+		return s.spec.LoadAndAssign(&s.objs.core, nil)
+	}
+	s.objs.core, s.objs.exitTP = o.coreObjects, o.OnSchedExit
+	return nil
+}
+
+// hasExitTP reports whether to try sched_exit_tp (Linux 6.16+; a kernel
+// without it refuses the program, and the core is loaded alone).
+// WALLPROF_EXIT_TP=0 says no (to compare with the sys_exit way).
+func hasExitTP() bool {
+	return os.Getenv("WALLPROF_EXIT_TP") != "0"
 }
 
 func boolByte(b bool) uint8 {
@@ -153,15 +171,21 @@ func (s *Session) attach() error {
 	// their switch-in (sched_exit_tp, Linux 6.16+); without it, as they
 	// leave their syscall (sys_exit: every syscall of the machine runs it)
 	// and, where the kernel has kprobes, right at the switch-in.
-	// WALLPROF_EXIT_TP=0 forces the sys_exit way (to compare the two).
-	if os.Getenv("WALLPROF_EXIT_TP") != "0" && s.attachOptionalTracing("on_sched_exit") {
-		s.exitTP = true
+	exitTP := false
+	if s.objs.exitTP != nil {
+		if l, err := link.AttachTracing(link.TracingOptions{Program: s.objs.exitTP}); err == nil {
+			s.links = append(s.links, l)
+			exitTP = true
+		}
+	}
+	if exitTP {
+		// Done.
 	} else if l, err := link.AttachTracing(link.TracingOptions{Program: s.objs.core.OnSysExit}); err != nil {
 		return fmt.Errorf("attach scheduler tracepoint %s: %w", s.objs.core.OnSysExit, err)
 	} else {
 		s.links = append(s.links, l)
 	}
-	if s.exitTP || !linux.HasKprobes() {
+	if exitTP || !linux.HasKprobes() {
 		// Nothing to try.
 	} else if sym, err := linux.FindKernelSymbol("finish_task_switch"); err == nil {
 		if p, err := s.loadOptional("on_switch_in"); err == nil {
@@ -188,23 +212,6 @@ func (s *Session) attach() error {
 		}
 	}
 	return nil
-}
-
-// attachOptionalTracing loads and attaches a tracing program that the kernel
-// may not support, and reports whether it is attached.
-func (s *Session) attachOptionalTracing(name string) bool {
-	p, err := s.loadOptional(name)
-	if err != nil {
-		return false
-	}
-	l, err := link.AttachTracing(link.TracingOptions{Program: p})
-	if err != nil {
-		p.Close()
-		return false
-	}
-	s.links = append(s.links, l)
-	s.objs.optional = append(s.objs.optional, p)
-	return true
 }
 
 // StartNs is the recording's start on CLOCK_MONOTONIC.
@@ -328,31 +335,38 @@ func (s *Session) lostCounts() map[string]uint64 {
 // objects are the programs and maps that every recording needs, plus the
 // optional programs that could be loaded on this kernel.
 type objects struct {
-	core struct {
-		OnSwitch    *ebpf.Program  `ebpf:"on_switch"`
-		OnWakeup    *ebpf.Program  `ebpf:"on_wakeup"`
-		OnWakeupNew *ebpf.Program  `ebpf:"on_wakeup_new"`
-		OnFork      *ebpf.Program  `ebpf:"on_fork"`
-		OnSysExit   *ebpf.Program  `ebpf:"on_sys_exit"`
-		OnCpuSample *ebpf.Program  `ebpf:"on_cpu_sample"`
-		DumpOffcpu  *ebpf.Program  `ebpf:"dump_offcpu"`
-		Events      *ebpf.Map      `ebpf:"events"`
-		Lost        *ebpf.Map      `ebpf:"lost"`
-		Pendings    *ebpf.Map      `ebpf:"pendings"`
-		Targets     *ebpf.Map      `ebpf:"targets"`
-		Threads     *ebpf.Map      `ebpf:"threads"`
-		Stash       *ebpf.Map      `ebpf:"stash"`
-		Scratch     *ebpf.Map      `ebpf:"scratch"`
-		CPUIn       *ebpf.Map      `ebpf:"cpu_in"`
-		StartNs     *ebpf.Variable `ebpf:"start_ns"`
-	}
+	core coreObjects
+	// exitTP runs at sched_exit_tp (a switched-in thread's own context),
+	// where the kernel has it (Linux 6.16+); nil otherwise.
+	exitTP   *ebpf.Program
 	optional []*ebpf.Program
+}
+
+// coreObjects are the programs and maps that every recording needs.
+type coreObjects struct {
+	OnSwitch    *ebpf.Program  `ebpf:"on_switch"`
+	OnWakeup    *ebpf.Program  `ebpf:"on_wakeup"`
+	OnWakeupNew *ebpf.Program  `ebpf:"on_wakeup_new"`
+	OnFork      *ebpf.Program  `ebpf:"on_fork"`
+	OnSysExit   *ebpf.Program  `ebpf:"on_sys_exit"`
+	OnCpuSample *ebpf.Program  `ebpf:"on_cpu_sample"`
+	DumpOffcpu  *ebpf.Program  `ebpf:"dump_offcpu"`
+	Events      *ebpf.Map      `ebpf:"events"`
+	Lost        *ebpf.Map      `ebpf:"lost"`
+	Pendings    *ebpf.Map      `ebpf:"pendings"`
+	Targets     *ebpf.Map      `ebpf:"targets"`
+	Threads     *ebpf.Map      `ebpf:"threads"`
+	Stash       *ebpf.Map      `ebpf:"stash"`
+	Scratch     *ebpf.Map      `ebpf:"scratch"`
+	CPUIn       *ebpf.Map      `ebpf:"cpu_in"`
+	BSS         *ebpf.Map      `ebpf:".bss"` // start_ns and the clock offset, shared with optional programs
+	StartNs     *ebpf.Variable `ebpf:"start_ns"`
 }
 
 func (o *objects) programs() []*ebpf.Program {
 	c := &o.core
 	return append([]*ebpf.Program{c.OnSwitch, c.OnWakeup, c.OnWakeupNew, c.OnFork, c.OnSysExit,
-		c.OnCpuSample, c.DumpOffcpu}, o.optional...)
+		c.OnCpuSample, c.DumpOffcpu, o.exitTP}, o.optional...)
 }
 
 func (o *objects) Close() error {
@@ -361,9 +375,9 @@ func (o *objects) Close() error {
 			p.Close()
 		}
 	}
-	o.optional = nil
+	o.optional, o.exitTP = nil, nil
 	c := &o.core
-	for _, m := range []*ebpf.Map{c.Events, c.Lost, c.Pendings, c.Targets, c.Threads, c.Stash, c.Scratch, c.CPUIn} {
+	for _, m := range []*ebpf.Map{c.Events, c.Lost, c.Pendings, c.Targets, c.Threads, c.Stash, c.Scratch, c.CPUIn, c.BSS} {
 		if m != nil {
 			m.Close()
 		}
@@ -388,7 +402,7 @@ func (s *Session) loadOptional(name string) (*ebpf.Program, error) {
 		"events": s.objs.core.Events, "lost": s.objs.core.Lost, "pendings": s.objs.core.Pendings,
 		"targets": s.objs.core.Targets, "threads": s.objs.core.Threads,
 		"stash": s.objs.core.Stash, "scratch": s.objs.core.Scratch,
-		"cpu_in": s.objs.core.CPUIn,
+		"cpu_in": s.objs.core.CPUIn, ".bss": s.objs.core.BSS,
 	}})
 	if err != nil {
 		return nil, err

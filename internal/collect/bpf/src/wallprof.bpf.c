@@ -878,6 +878,51 @@ int BPF_PROG(on_sys_exit)
 	return 0;
 }
 
+/* late_switch_in accounts the switch-in of the current thread, which the
+ * kernel did not report, from sched_exit_tp: it is being switched in now.
+ * Its off-CPU interval is closed as at a switch-in (blocked until its wake-up,
+ * if seen, runnable after it; runnable throughout if it was preempted), and a
+ * sample that comes due is taken at once, in its own context. */
+static __always_inline void late_switch_in(void *ctx, struct tstate *st)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	u64 now = sched_now(task, false);
+	count_lost(LOST_SWITCH_OUT);
+	u64 d[NSTATES] = {};
+	if (now > st->out_ts) {
+		u8 k = st->out_state < NSTATES ? st->out_state : ST_OTHER;
+		u64 w = now;
+		if (k != ST_RUNNABLE && k != ST_ONCPU && st->wake_ts) {
+			w = st->wake_ts;
+			if (w < st->out_ts)
+				w = st->out_ts;
+			if (w > now)
+				w = now;
+		}
+		if (k == ST_ONCPU)
+			k = ST_RUNNABLE;
+		d[k] += w - st->out_ts;
+		d[ST_RUNNABLE] += now - w;
+	}
+	st->on_cpu = 1;
+	st->in_ts = now;
+	st->wake_ts = 0;
+	st->last_exec = task->se.sum_exec_runtime;
+	st->last_runnable = d[ST_RUNNABLE];
+	add_time(st, ST_RUNNABLE, d[ST_RUNNABLE]);
+	add_time(st, ST_SLEEPING, d[ST_SLEEPING]);
+	add_time(st, ST_DISK, d[ST_DISK]);
+	add_time(st, ST_OTHER, d[ST_OTHER]);
+	u64 wt[NSTATES] = {};
+	bool due = false;
+	take_due(st, wt, ST_RUNNABLE, &due);
+	take_due(st, wt, ST_SLEEPING, &due);
+	take_due(st, wt, ST_DISK, &due);
+	take_due(st, wt, ST_OTHER, &due);
+	if (due)
+		emit_current_sample(ctx, wt);
+}
+
 /* The end of __schedule (and schedule_tail, for a new thread), in the context
  * of the thread switched in (Linux 6.16+): its user stack for a sample its
  * switch-in made due is taken here, and sys_exit is not probed. */
@@ -894,13 +939,12 @@ int BPF_PROG(on_sched_exit, bool is_switch)
 		 * few times a second): it is switched in now, and this is its
 		 * switch-in, with exact times and its own stack. */
 		struct tstate *st = bpf_map_lookup_elem(&threads, &tid);
-		if (st && !st->on_cpu) {
-			struct task_struct *task = bpf_get_current_task_btf();
-			count_lost(LOST_SWITCH_OUT);
-			switch_in(task, st, tid, sched_now(task, false), false);
-		}
 		if (in)
 			*in = tid;
+		if (st && !st->on_cpu) {
+			late_switch_in(ctx, st);
+			return 0;
+		}
 	}
 	return emit_pending(ctx);
 }
