@@ -354,7 +354,7 @@ func TestOpenErrors(t *testing.T) {
 		defer r.Close()
 		w.cmd.Process.Kill()
 		w.cmd.Wait()
-		if _, err := r.Snapshot(); err == nil || !strings.Contains(err.Error(), "process gone") {
+		if _, err := r.Snapshot(); !errors.Is(err, ErrProcessGone) {
 			t.Errorf("Snapshot of an exited process: %v", err)
 		}
 	})

@@ -1,7 +1,9 @@
 package goroutines
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 )
@@ -125,7 +127,10 @@ func (r *Reader) readAllgs() ([]uint64, error) {
 		rs := []read{{addr: r.allgs, buf: hdr[:]}}
 		r.mem.readAll(rs)
 		if !rs[0].ok {
-			return nil, fmt.Errorf("read runtime.allgs of process %d at %#x: process gone or not readable", r.pid, r.allgs)
+			if gone(r.pid) {
+				return nil, fmt.Errorf("read runtime.allgs of process %d: %w", r.pid, ErrProcessGone)
+			}
+			return nil, fmt.Errorf("read runtime.allgs of process %d at %#x: not readable", r.pid, r.allgs)
 		}
 		ptr, n, c := word(hdr[:], 0), word(hdr[:], 8), word(hdr[:], 16)
 		if n == 0 {
@@ -208,4 +213,19 @@ func (r *Reader) isSystem(startpc uint64) bool {
 	sys := ok && strings.HasPrefix(name, "runtime.") && name != "runtime.main" && name != "runtime.handleAsyncEvent"
 	r.system[startpc] = sys
 	return sys
+}
+
+// ErrProcessGone is returned (wrapped) by Snapshot when the target has
+// exited.
+var ErrProcessGone = errors.New("process exited")
+
+// gone reports whether pid has exited (no longer exists, or is a zombie).
+func gone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z' || s[i+2] == 'X'
 }
