@@ -260,7 +260,7 @@ func countOf(ss []string, s string) int {
 	return n
 }
 
-// checkMainAndSpin checks the main goroutine (reading stdin) and the one
+// checkMainAndSpin checks the main goroutine (reading stdin) and the two
 // computing, and that runtime goroutines are flagged.
 func checkMainAndSpin(t *testing.T, r *Reader, snap Snapshot, pid int) {
 	t.Helper()
@@ -282,7 +282,7 @@ func checkMainAndSpin(t *testing.T, r *Reader, snap Snapshot, pid int) {
 			default:
 				t.Errorf("main goroutine %s, want in a read of stdin", g.Status)
 			}
-		case start == "main.spin":
+		case start == "main.spin" || start == "main.crunch":
 			sawSpin = true
 			switch g.Status {
 			case Running:
@@ -292,7 +292,7 @@ func checkMainAndSpin(t *testing.T, r *Reader, snap Snapshot, pid int) {
 					t.Errorf("running goroutine on thread %d, not a thread of %d: %v", g.TID, pid, err)
 				}
 			case Runnable, Preempted:
-				if !slices.Contains(frames(r, g), "main.spin") {
+				if !slices.Contains(frames(r, g), start) {
 					t.Errorf("%s goroutine: stack %q", g.Status, frames(r, g))
 				}
 			default:

@@ -17,6 +17,9 @@
 //	main.labeledWait       main.spawnLabeled   channel receive inside pprof.Do(worker=labeled, shard=7)
 //	main.manyLabelsWait    main.spawnManyLabels channel receive inside pprof.Do(k0=v0 ... k9=v9)
 //	main.spin              main.spawnSpin      nothing: computes forever
+//	main.crunch            main.spawnCrunch    nothing: computes forever through calls
+//	                                           to main.mix, yielding (runtime.Gosched)
+//	                                           after each round
 //	main.parkedMany        main.spawnMany      channel receive (-n of them, default 0)
 //	main.churn             main.spawnChurn     nothing for long (-churn of them, default 0):
 //	                                           each starts goroutines one after the
@@ -38,6 +41,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
@@ -77,6 +81,7 @@ func main() {
 	spawnLabeled()
 	spawnManyLabels()
 	spawnSpin()
+	spawnCrunch()
 	spawnMany(*many)
 	spawnChurn(*churners)
 	started.Wait()
@@ -261,6 +266,34 @@ func spin() {
 		}
 		atomic.AddInt64(&spins, 1)
 	}
+}
+
+//go:noinline
+func spawnCrunch() { started.Add(1); go crunch() }
+
+//go:noinline
+func crunch() {
+	started.Done()
+	x := uint64(7)
+	for {
+		for i := 0; i < 1000; i++ {
+			x = mix(x)
+		}
+		if x == 0 {
+			fmt.Println(x)
+		}
+		runtime.Gosched()
+	}
+}
+
+//go:noinline
+func mix(x uint64) uint64 {
+	for i := 0; i < 100; i++ {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+	}
+	return x
 }
 
 //go:noinline
