@@ -1,0 +1,277 @@
+// Command server is the workload of bench/goroutines: a small HTTP service
+// with N parked background goroutines, as a real service has (connection
+// readers blocked on channels, tickers, workers waiting on a condition or a
+// lock). Built with -tags fgprof it also runs fgprof (see fgprof.go).
+//
+//	server --addr 127.0.0.1:0 --goroutines 10000
+//
+// It prints "listening ADDR" and then "ready goroutines=G" on stdout once the
+// background goroutines are parked, and stops on SIGTERM or SIGINT.
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// startHooks run after the listener is up and the goroutines are parked;
+// fgprof.go adds one. stopHooks run on SIGTERM, before exit.
+var (
+	startHooks []func()
+	stopHooks  []func()
+)
+
+type order struct {
+	ID       int64             `json:"id"`
+	Customer string            `json:"customer"`
+	Items    []item            `json:"items"`
+	Tags     map[string]string `json:"tags"`
+	Total    float64           `json:"total"`
+	Digest   string            `json:"digest"`
+}
+
+type item struct {
+	SKU   string  `json:"sku"`
+	Qty   int     `json:"qty"`
+	Price float64 `json:"price"`
+}
+
+type job struct {
+	data  []byte
+	reply chan [32]byte
+}
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:0", "listen address")
+	n := flag.Int("goroutines", 100, "number of parked background goroutines")
+	hashRounds := flag.Int("hash-rounds", 40, "SHA-256 rounds per request (the per-request CPU work)")
+	workers := flag.Int("workers", 4, "worker-pool goroutines that hash for the handler")
+	flag.Parse()
+
+	jobs := make(chan job)
+	for i := 0; i < *workers; i++ {
+		go worker(jobs, *hashRounds)
+	}
+
+	stop := make(chan struct{})
+	parked := startBackground(*n, stop)
+
+	var reqs int64
+	var reqMu sync.Mutex
+	mux := http.NewServeMux()
+	mux.HandleFunc("/order", func(w http.ResponseWriter, r *http.Request) {
+		id, _ := strconv.ParseInt(r.URL.Query().Get("id"), 10, 64)
+		reqMu.Lock()
+		reqs++
+		id += reqs
+		reqMu.Unlock()
+		o := order{
+			ID:       id,
+			Customer: "customer-" + strconv.FormatInt(id%1000, 10),
+			Tags:     map[string]string{"region": "eu-west", "channel": "web", "tier": "gold"},
+		}
+		for i := 0; i < 8; i++ {
+			it := item{SKU: fmt.Sprintf("sku-%04d", (id+int64(i))%9973), Qty: 1 + i%3, Price: 9.99 + float64(i)}
+			o.Items = append(o.Items, it)
+			o.Total += float64(it.Qty) * it.Price
+		}
+		body, _ := json.Marshal(o)
+		// A round trip through the worker pool: hand the bytes to a worker
+		// goroutine and wait for its digest.
+		rep := make(chan [32]byte, 1)
+		jobs <- job{data: body, reply: rep}
+		sum := <-rep
+		o.Digest = hex.EncodeToString(sum[:])
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(o)
+	})
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "ok goroutines=%d\n", runtime.NumGoroutine())
+	})
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "server:", err)
+		os.Exit(1)
+	}
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(ln)
+	fmt.Printf("listening %s\n", ln.Addr())
+
+	parked.Wait()
+	for _, h := range startHooks {
+		h()
+	}
+	fmt.Printf("ready goroutines=%d\n", runtime.NumGoroutine())
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	<-sig
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	srv.Shutdown(ctx)
+	cancel()
+	close(stop)
+	for _, h := range stopHooks {
+		h()
+	}
+}
+
+func worker(jobs <-chan job, rounds int) {
+	for j := range jobs {
+		sum := sha256.Sum256(j.data)
+		for i := 1; i < rounds; i++ {
+			sum = sha256.Sum256(append(sum[:], j.data[:64]...))
+		}
+		j.reply <- sum
+	}
+}
+
+// startBackground starts n goroutines parked the way a service's are:
+//   - 85% block on a channel receive (40%) or a select on a channel and
+//     stop (45%) (idle connections, subscribers, queue consumers);
+//   - 5% loop in time.Sleep of 10-100 ms (pollers, tickers);
+//   - 5% wait on a sync.Cond that is broadcast once a second;
+//   - 5% wait for a mutex that one goroutine holds, releasing it briefly
+//     every 50 ms, then sleep 50-100 ms.
+//
+// The returned WaitGroup is done when every goroutine has started.
+func startBackground(n int, stop <-chan struct{}) *sync.WaitGroup {
+	var started sync.WaitGroup
+	started.Add(n)
+	rng := rand.New(rand.NewSource(1))
+
+	var mu sync.Mutex
+	cond := sync.NewCond(&mu)
+	var lock sync.Mutex
+	var generation int
+	go func() { // wakes the condition waiters once a second
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				mu.Lock()
+				generation = -1
+				cond.Broadcast()
+				mu.Unlock()
+				return
+			case <-t.C:
+				mu.Lock()
+				generation++
+				cond.Broadcast()
+				mu.Unlock()
+			}
+		}
+	}()
+	lock.Lock()
+	go func() { // holds the contended lock, letting it go briefly
+		held := true
+		for {
+			select {
+			case <-stop:
+				if held {
+					lock.Unlock()
+				}
+				return
+			case <-time.After(50 * time.Millisecond):
+				lock.Unlock()
+				time.Sleep(100 * time.Microsecond)
+				lock.Lock()
+			}
+		}
+	}()
+
+	conns := make([]chan []byte, 0, n)
+	for i := 0; i < n; i++ {
+		switch p := i % 20; {
+		case p < 8: // channel receive
+			c := make(chan []byte)
+			conns = append(conns, c)
+			go func() {
+				started.Done()
+				for b := range c {
+					_ = b
+				}
+			}()
+		case p < 17: // select on a channel and stop
+			c := make(chan []byte)
+			conns = append(conns, c)
+			go func() {
+				started.Done()
+				for {
+					select {
+					case <-c:
+					case <-stop:
+						return
+					}
+				}
+			}()
+		case p < 18: // sleep loop, 10-100 ms
+			d := time.Duration(10+rng.Intn(91)) * time.Millisecond
+			go func() {
+				started.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					time.Sleep(d)
+				}
+			}()
+		case p < 19: // sync.Cond
+			go func() {
+				started.Done()
+				mu.Lock()
+				for generation >= 0 {
+					cond.Wait()
+				}
+				mu.Unlock()
+			}()
+		default: // contended mutex
+			go func() {
+				started.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					lock.Lock()
+					lock.Unlock()
+					time.Sleep(time.Duration(50+rng2()) * time.Millisecond)
+				}
+			}()
+		}
+	}
+	go func() { // close the connection channels on stop
+		<-stop
+		for _, c := range conns {
+			close(c)
+		}
+	}()
+	return &started
+}
+
+var rngMu sync.Mutex
+var rngShared = rand.New(rand.NewSource(2))
+
+func rng2() int {
+	rngMu.Lock()
+	defer rngMu.Unlock()
+	return rngShared.Intn(50)
+}
