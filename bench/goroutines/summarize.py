@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""summarize.py OUTDIR: medians per N and configuration from run.sh's files."""
+import glob, json, os, re, statistics, sys
+from collections import defaultdict
+
+out = sys.argv[1]
+runs = defaultdict(list)  # (model, n, cfg) -> [(round, json)]
+for p in sorted(glob.glob(os.path.join(out, "*-r*.*.json"))):
+    m = re.match(r"(\w+)-(\d+)-r(\d+)\.(closed|open)\.json$", os.path.basename(p))
+    if not m:
+        continue
+    cfg, n, r, model = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
+    runs[(model, n, cfg)].append((r, json.load(open(p))))
+
+ns = sorted({k[1] for k in runs})
+order = ["none", "wallprof", "fgprof"]
+cfgs = [c for c in order if any(k[2] == c for k in runs)]
+med = statistics.median
+
+
+def ms(ns_):
+    return "%.2f ms" % (ns_ / 1e6)
+
+
+def stats(model, n, cfg):
+    rs = runs.get((model, n, cfg), [])
+    if not rs:
+        return None
+    ds = [d for _, d in rs]
+    return {
+        "runs": len(ds),
+        "tput": med([d["throughput"] for d in ds]),
+        "p50": med([d["latency"]["p50_ns"] for d in ds]),
+        "p99": med([d["latency"]["p99_ns"] for d in ds]),
+        "p999": med([d["latency"]["p999_ns"] for d in ds]),
+        "max": med([d["latency"]["max_ns"] for d in ds]),
+        "ok": min(d["success_ratio"] for d in ds),
+    }
+
+
+for model, title in (("closed", "Closed model (%s workers back to back)"), ("open", "Open model (constant rate, see meta.txt)")):
+    if not any(k[0] == model for k in runs):
+        continue
+    some = next(d for k, v in runs.items() if k[0] == model for _, d in v)
+    if model == "closed":
+        title = title % some.get("concurrency", "?")
+    print("### " + title + "\n")
+    print("| N | config | runs | throughput (req/s) | p50 | p99 | p99.9 | max | throughput / none | p99 / none | max / none |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n in ns:
+        base = stats(model, n, "none")
+        for cfg in cfgs:
+            s = stats(model, n, cfg)
+            if s is None:
+                continue
+            ratio = lambda k: ("%.2f" % (s[k] / base[k])) if base else "-"
+            print("| %d | %s | %d | %.0f | %s | %s | %s | %s | %s | %s | %s |" % (
+                n, cfg, s["runs"], s["tput"], ms(s["p50"]), ms(s["p99"]), ms(s["p999"]), ms(s["max"]),
+                ratio("tput"), ratio("p99"), ratio("max")))
+            if s["ok"] < 1:
+                print("|  | (%s: lowest success ratio %.4f) |||||||||" % (cfg, s["ok"]))
+    print()
+
+# wallprof's own report: goroutine view and cost.
+wp = defaultdict(list)
+for p in sorted(glob.glob(os.path.join(out, "wallprof-*-r*.wallprof.out"))):
+    n = int(re.match(r"wallprof-(\d+)-r", os.path.basename(p)).group(1))
+    t = open(p).read()
+    g = re.search(r"goroutines \((go[\d.]+)\): up to (\d+), goroutine table read (\d+) times every ([\d.]+)(ms|s|µs)", t)
+    c = re.search(r"cost: profiler CPU ([\d.]+)(ms|s) \(([\d.]+)% of target CPU\), BPF ([\d.]+)(ms|s) \(([\d.]+)%\)", t)
+    rec = re.search(r"recorded ([\d.]+)s", t)
+    unit = {"s": 1000.0, "ms": 1.0, "µs": 0.001}
+    wp[n].append({
+        "gor": int(g.group(2)) if g else None,
+        "reads": int(g.group(3)) if g else None,
+        "every_ms": float(g.group(4)) * unit[g.group(5)] if g else None,
+        "cpu_ms": float(c.group(1)) * unit[c.group(2)] if c else None,
+        "cpu_pct": float(c.group(3)) if c else None,
+        "bpf_ms": float(c.group(4)) * unit[c.group(5)] if c else None,
+        "bpf_pct": float(c.group(6)) if c else None,
+        "secs": float(rec.group(1)) if rec else None,
+    })
+if wp:
+    print("### wallprof's own report (medians over its runs; one recording spans both loads)\n")
+    print("| N | runs | goroutines (up to) | table reads | snapshot interval | recorded | profiler CPU | % of target CPU | BPF | BPF % of target CPU |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n in sorted(wp):
+        xs = wp[n]
+        m = lambda k: med([x[k] for x in xs if x[k] is not None])
+        print("| %d | %d | %d | %d | %.0f ms | %.1f s | %.0f ms | %.1f%% | %.0f ms | %.1f%% |" % (
+            n, len(xs), m("gor"), m("reads"), m("every_ms"), m("secs"), m("cpu_ms"), m("cpu_pct"), m("bpf_ms"), m("bpf_pct")))
+    print()
+
+fg = sorted(glob.glob(os.path.join(out, "fgprof-*-r*.fgprof-bytes")))
+if fg:
+    sizes = [int(open(p).read()) for p in fg]
+    print("fgprof wrote a non-empty profile in each of its %d runs (%d to %d bytes).\n" % (len(sizes), min(sizes), max(sizes)))
+
+print("### Every run (closed model: throughput, p99, max; open model: p99, max)\n")
+print("| N | config | round | closed req/s | closed p99 | closed max | open p99 | open max |")
+print("|---:|---|---:|---:|---:|---:|---:|---:|")
+for n in ns:
+    for cfg in cfgs:
+        opens = dict(runs.get(("open", n, cfg), []))
+        for r, d in sorted(runs.get(("closed", n, cfg), []), key=lambda x: x[0]):
+            o = opens.get(r)
+            print("| %d | %s | %d | %.0f | %s | %s | %s | %s |" % (
+                n, cfg, r, d["throughput"], ms(d["latency"]["p99_ns"]), ms(d["latency"]["max_ns"]),
+                ms(o["latency"]["p99_ns"]) if o else "-", ms(o["latency"]["max_ns"]) if o else "-"))
