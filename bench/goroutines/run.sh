@@ -50,15 +50,22 @@ cleanup() {
 	rm -rf "$bin"
 }
 
-(cd "$root" && go build -o "$bin/wallprof" ./cmd/wallprof)
+# wallprof is built from the committed tree (HEAD, or WALLPROF_REV), not from
+# the work tree, which may hold others' uncommitted edits.
+rev=$(git -C "$root" rev-parse --short "${WALLPROF_REV:-HEAD}")
+mkdir -p "$bin/src"
+git -C "$root" archive "$rev" | tar -x -C "$bin/src"
+(cd "$bin/src" && go build -o "$bin/wallprof" ./cmd/wallprof)
 (cd "$here/server" && go build -o "$bin/server-plain" . && go build -tags fgprof -o "$bin/server-fgprof" .)
-go tool nm "$bin/server-plain" | grep -q fgprof && die "the plain server has fgprof code in it"
-go tool nm "$bin/server-fgprof" | grep -q 'felixge/fgprof.Start' || die "the fgprof server has no fgprof.Start"
+go tool nm "$bin/server-plain" >"$bin/plain.nm"
+go tool nm "$bin/server-fgprof" >"$bin/fgprof.nm"
+grep -q fgprof "$bin/plain.nm" && die "the plain server has fgprof code in it"
+grep -q 'felixge/fgprof.Start' "$bin/fgprof.nm" || die "the fgprof server has no fgprof.Start"
 
 wp=$bin/wallprof
 {
 	echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-	echo "wallprof commit: $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- cmd internal go.mod || echo ' (with local changes)')"
+	echo "wallprof commit: $rev (built from git archive, without work-tree changes)"
 	echo "go: $(go version)"
 	echo "kernel: $(uname -r)"
 	echo "cpus: $(nproc) ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'))"
@@ -120,6 +127,7 @@ one_run() {
 		grep -q 'goroutines (' "$OUT/$tag.wallprof.out" || die "wallprof recorded no goroutine view: $(cat "$OUT/$tag.wallprof.out")"
 	fi
 	stop_server
+	cp "$scratch/$tag.server.out" "$OUT/$tag.server.out"
 	if [[ $cfg == fgprof ]]; then
 		local sz
 		sz=$(stat -c %s "$scratch/$tag.fgprof.pprof" 2>/dev/null || echo 0)

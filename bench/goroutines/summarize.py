@@ -91,6 +91,33 @@ if wp:
             n, len(xs), m("gor"), m("reads"), m("every_ms"), m("secs"), m("cpu_ms"), m("cpu_pct"), m("bpf_ms"), m("bpf_pct")))
     print()
 
+# The server's own count of stop-the-world pauses (runtime/metrics), over its
+# whole life: warm-up, both loads, and the seconds around them.
+pz = defaultdict(list)
+for p in sorted(glob.glob(os.path.join(out, "*-r*.server.out"))):
+    m = re.match(r"(\w+)-(\d+)-r(\d+)\.server\.out$", os.path.basename(p))
+    t = open(p).read()
+    o = re.search(r"stw-pauses other: count=(\d+)(?: p50<=([\d.]+)ms p99<=([\d.]+)ms max<=([\d.]+)ms total>=([\d.]+)ms)?", t)
+    g = re.search(r"stw-pauses gc: count=(\d+)(?: p50<=([\d.]+)ms p99<=([\d.]+)ms max<=([\d.]+)ms total>=([\d.]+)ms)?", t)
+    if o and g:
+        f = lambda x: float(x) if x else 0.0
+        pz[(int(m.group(2)), m.group(1))].append((int(o.group(1)), f(o.group(3)), f(o.group(4)), f(o.group(5)),
+                                                  int(g.group(1)), f(g.group(3)), f(g.group(4))))
+if pz:
+    print("### Stop-the-world pauses in the server (runtime/metrics /sched/pauses/total/*, whole process life, medians over runs)\n")
+    print("Durations are histogram bucket upper bounds; total is a lower bound.\n")
+    print("| N | config | runs | non-GC pauses | their p99 | their max | their total | GC pauses | GC p99 | GC max |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n in ns:
+        for cfg in cfgs:
+            xs = pz.get((n, cfg))
+            if not xs:
+                continue
+            c = lambda i: med([x[i] for x in xs])
+            print("| %d | %s | %d | %d | %.3f ms | %.3f ms | %.1f ms | %d | %.3f ms | %.3f ms |" % (
+                n, cfg, len(xs), c(0), c(1), c(2), c(3), c(4), c(5), c(6)))
+    print()
+
 fg = sorted(glob.glob(os.path.join(out, "fgprof-*-r*.fgprof-bytes")))
 if fg:
     sizes = [int(open(p).read()) for p in fg]

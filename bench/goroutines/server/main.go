@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"sync"
 	"syscall"
@@ -127,6 +128,49 @@ func main() {
 	close(stop)
 	for _, h := range stopHooks {
 		h()
+	}
+	printPauses()
+}
+
+// printPauses prints the runtime's stop-the-world pauses over the process's
+// life (runtime/metrics, Go 1.22+): "other" are those not for the GC, such as
+// runtime.GoroutineProfile's. Quantiles and the max are bucket upper bounds.
+func printPauses() {
+	for _, kind := range []string{"other", "gc"} {
+		s := []metrics.Sample{{Name: "/sched/pauses/total/" + kind + ":seconds"}}
+		metrics.Read(s)
+		if s[0].Value.Kind() != metrics.KindFloat64Histogram {
+			continue
+		}
+		h := s[0].Value.Float64Histogram()
+		var n, total uint64
+		var sum float64
+		for i, c := range h.Counts {
+			n += c
+			if c > 0 {
+				sum += float64(c) * h.Buckets[i] // lower bound: an underestimate
+			}
+		}
+		q := func(f float64) float64 {
+			want := uint64(f*float64(n) + 0.5)
+			if want == 0 {
+				want = 1
+			}
+			total = 0
+			for i, c := range h.Counts {
+				total += c
+				if total >= want {
+					return h.Buckets[i+1]
+				}
+			}
+			return 0
+		}
+		if n == 0 {
+			fmt.Printf("stw-pauses %s: count=0\n", kind)
+			continue
+		}
+		fmt.Printf("stw-pauses %s: count=%d p50<=%.3fms p99<=%.3fms max<=%.3fms total>=%.1fms\n",
+			kind, n, q(0.5)*1e3, q(0.99)*1e3, q(1)*1e3, sum*1e3)
 	}
 }
 
