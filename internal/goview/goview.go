@@ -134,8 +134,8 @@ func (s *Sampler) loop() {
 	}
 }
 
-// Stop ends the snapshots. It returns the error that ended them early (the
-// process exited, say), or nil.
+// Stop ends the snapshots. It returns the error that ended them early, or
+// nil (also when the process exited: the recording ends with it).
 func (s *Sampler) Stop() error {
 	select {
 	case <-s.stop:
@@ -146,7 +146,7 @@ func (s *Sampler) Stop() error {
 	s.r.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.err != nil && !errors.Is(s.err, goroutines.ErrNotGo) {
+	if s.err != nil && !errors.Is(s.err, goroutines.ErrNotGo) && !errors.Is(s.err, goroutines.ErrProcessGone) {
 		return s.err
 	}
 	return nil
