@@ -268,6 +268,19 @@ func unwind(win []byte, base, hi, pc, bp uint64, atEntry bool, f frame) unwound 
 			u.broken = true
 			return u
 		}
+		if f.frameless(ret) && next != 0 {
+			// The function at ret had no frame (a leaf stopped by an
+			// asynchronous preemption, say): the frame at bp was pushed
+			// right below its stack pointer, where its return address is.
+			if bp+24 > end {
+				u.truncated = bp+24 <= hi
+				u.broken = !u.truncated
+				return u
+			}
+			ret = word(win, int(bp-base)+16)
+			u.stack = append(u.stack, ret)
+			bp += 8 // as if the frame at bp+8 had called it
+		}
 		if !f.fits(ret, bp, next) {
 			u.suspect = true
 			return u
@@ -276,6 +289,16 @@ func unwind(win []byte, base, hi, pc, bp uint64, atEntry bool, f frame) unwound 
 	}
 	u.truncated = bp != 0
 	return u
+}
+
+// frameless reports whether the function at return address ret had
+// pushed nothing there (pcsp 0).
+func (f frame) frameless(ret uint64) bool {
+	if f.callerFrame == nil {
+		return false
+	}
+	d, ok := f.callerFrame(ret)
+	return ok && d == 0
 }
 
 // fits reports whether the frame of the function at return address ret,

@@ -197,6 +197,21 @@ func TestUnwind(t *testing.T) {
 	if u := unwind(win, base, hi, 0x7, 0x1040, true, checked); !same(u, []uint64{0x7, 0x8, 0xb, 0xc}, false, false, false) {
 		t.Errorf("at entry: %+v", u)
 	}
+	// A frameless function (0xd, pcsp 0) interrupted by an asynchronous
+	// preemption: the frame at 0x1010 has its caller's frame pointer and
+	// its return address (0xe) is right above that frame.
+	win2 := slices.Clone(win)
+	put(win2, 0x10, 0x1080)
+	put(win2, 0x18, 0xd)
+	put(win2, 0x20, 0xe)
+	sizes[0xd], sizes[0xe] = 0, 0x60
+	if u := unwind(win2, base, hi, 0x9, 0x1010, false, checked); !same(u, []uint64{0x9, 0xd, 0xe, 0xc}, false, false, false) {
+		t.Errorf("frameless leaf: %+v", u)
+	}
+	sizes[0xe] = 0x58
+	if u := unwind(win2, base, hi, 0x9, 0x1010, false, checked); !u.suspect {
+		t.Errorf("frameless leaf, caller frame misplaced: %+v", u)
+	}
 	// A frame that is not where its caller's frame size says.
 	sizes[0xb] = 0x30
 	if u := unwind(win, base, hi, 0x9, 0x1010, false, checked); !same(u, []uint64{0x9, 0xa, 0xb}, false, false, true) {
