@@ -77,6 +77,7 @@ wp=$bin/wallprof
 start_server() {
 	local build=$1 n=$2 tag=$3 extra=()
 	[[ $build == fgprof ]] && extra=(--fgprof-out "$scratch/$tag.fgprof.pprof")
+	: >"$scratch/$tag.server.out"
 	"$bin/server-$build" --goroutines "$n" "${extra[@]}" >"$scratch/$tag.server.out" 2>&1 &
 	spid=$!
 	for _ in $(seq 300); do
