@@ -86,11 +86,22 @@ func Open(plan Plan) (*Session, error) {
 	}
 	// The targets are known before any probe is attached, so that every
 	// thread they create from now on is seen being created.
-	for _, pid := range plan.PIDs {
+	var set bpf.WallprofTgidSet
+	for i, pid := range plan.PIDs {
 		if err := s.objs.core.Targets.Update(uint32(pid), uint8(1), ebpf.UpdateAny); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("add target %d: %w", pid, err)
 		}
+		if i < len(set.Tgid) {
+			set.Tgid[i] = uint32(pid)
+		}
+	}
+	// The same in an array that the programs scan rather than look the map
+	// up for every task of the machine (more than fit: the map).
+	set.N = uint32(min(len(plan.PIDs), len(set.Tgid)+1))
+	if err := s.objs.core.Tgids.Update(uint32(0), &set, ebpf.UpdateAny); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("add targets: %w", err)
 	}
 	// The recording starts now: threads that existed before are accounted
 	// from here.
@@ -355,6 +366,7 @@ type coreObjects struct {
 	Lost        *ebpf.Map      `ebpf:"lost"`
 	Pendings    *ebpf.Map      `ebpf:"pendings"`
 	Targets     *ebpf.Map      `ebpf:"targets"`
+	Tgids       *ebpf.Map      `ebpf:"tgids"`
 	Threads     *ebpf.Map      `ebpf:"threads"`
 	Stash       *ebpf.Map      `ebpf:"stash"`
 	Scratch     *ebpf.Map      `ebpf:"scratch"`
@@ -377,7 +389,7 @@ func (o *objects) Close() error {
 	}
 	o.optional, o.exitTP = nil, nil
 	c := &o.core
-	for _, m := range []*ebpf.Map{c.Events, c.Lost, c.Pendings, c.Targets, c.Threads, c.Stash, c.Scratch, c.CPUIn, c.BSS} {
+	for _, m := range []*ebpf.Map{c.Events, c.Lost, c.Pendings, c.Targets, c.Tgids, c.Threads, c.Stash, c.Scratch, c.CPUIn, c.BSS} {
 		if m != nil {
 			m.Close()
 		}
@@ -400,7 +412,7 @@ func (s *Session) loadOptional(name string) (*ebpf.Program, error) {
 		Types:     spec.Types,
 	}, ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
 		"events": s.objs.core.Events, "lost": s.objs.core.Lost, "pendings": s.objs.core.Pendings,
-		"targets": s.objs.core.Targets, "threads": s.objs.core.Threads,
+		"targets": s.objs.core.Targets, "tgids": s.objs.core.Tgids, "threads": s.objs.core.Threads,
 		"stash": s.objs.core.Stash, "scratch": s.objs.core.Scratch,
 		"cpu_in": s.objs.core.CPUIn, ".bss": s.objs.core.BSS,
 	}})

@@ -53,6 +53,12 @@ type WallprofSampleEvent struct {
 	Snap    [512]uint8
 }
 
+type WallprofTgidSet struct {
+	_    structs.HostLayout
+	N    uint32
+	Tgid [16]uint32
+}
+
 type WallprofTstate struct {
 	_            structs.HostLayout
 	InTs         uint64
@@ -85,6 +91,7 @@ const (
 	WallprofMapScratch      = "scratch"
 	WallprofMapStash        = "stash"
 	WallprofMapTargets      = "targets"
+	WallprofMapTgids        = "tgids"
 	WallprofMapThreads      = "threads"
 	WallprofProgDumpOffcpu  = "dump_offcpu"
 	WallprofProgOnCpuSample = "on_cpu_sample"
@@ -168,6 +175,7 @@ type WallprofMapSpecs struct {
 	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
 	Stash    *ebpf.MapSpec `ebpf:"stash"`
 	Targets  *ebpf.MapSpec `ebpf:"targets"`
+	Tgids    *ebpf.MapSpec `ebpf:"tgids"`
 	Threads  *ebpf.MapSpec `ebpf:"threads"`
 }
 
@@ -211,6 +219,7 @@ type WallprofMaps struct {
 	Scratch  *ebpf.Map `ebpf:"scratch"`
 	Stash    *ebpf.Map `ebpf:"stash"`
 	Targets  *ebpf.Map `ebpf:"targets"`
+	Tgids    *ebpf.Map `ebpf:"tgids"`
 	Threads  *ebpf.Map `ebpf:"threads"`
 }
 
@@ -223,6 +232,7 @@ func (m *WallprofMaps) Close() error {
 		m.Scratch,
 		m.Stash,
 		m.Targets,
+		m.Tgids,
 		m.Threads,
 	)
 }

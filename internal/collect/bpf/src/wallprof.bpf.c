@@ -135,6 +135,16 @@ volatile u64 clock_cal = 0;
 
 /* Set by user space after loading, right before attaching. */
 volatile u64 start_ns = 0;
+
+/* The target processes, for a quick answer to "is this task ours?" on every
+ * switch and wake-up of the machine: set by user space before attaching,
+ * extended by sched_process_fork. n > MAX_TGIDS: too many, ask the targets
+ * map. */
+#define MAX_TGIDS 16
+struct tgid_set {
+	u32 n;
+	u32 tgid[MAX_TGIDS];
+};
 /* Set by user space before loading. */
 const volatile u64 period_ns = 10101010;
 const volatile u8 follow_forks = 0;
@@ -168,6 +178,13 @@ struct {
 	__type(key, u32);
 	__type(value, u32);
 } cpu_in SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct tgid_set);
+} tgids SEC(".maps");
 
 /* Stacks of preempted threads, taken at the preemption, keyed by TID. */
 struct {
@@ -250,16 +267,31 @@ static __always_inline u64 sched_now(struct task_struct *p, bool calibrate)
 
 enum { NEW_RUNNING, NEW_OFF, NEW_WOKEN, NEW_THREAD };
 
+/* is_target reports whether tgid is a target process. */
+static __always_inline bool is_target(u32 tgid)
+{
+	u32 zero = 0;
+	struct tgid_set *set = bpf_map_lookup_elem(&tgids, &zero);
+	if (!set || set->n > MAX_TGIDS)
+		return bpf_map_lookup_elem(&targets, &tgid) != NULL;
+	u32 n = set->n;
+	for (u32 i = 0; i < MAX_TGIDS && i < n; i++)
+		if (set->tgid[i] == tgid)
+			return true;
+	return false;
+}
+
 /* lookup_thread returns the state of tid, creating it when tid belongs to a
  * target process. A thread first seen mid-flight is accounted from start_ns,
- * the beginning of the recording. */
+ * the beginning of the recording. Tasks of other processes cost no map
+ * lookup. */
 static __always_inline struct tstate *lookup_thread(u32 tid, u32 tgid, u64 now, int mode)
 {
-	struct tstate *st = bpf_map_lookup_elem(&threads, &tid);
-	if (st || tid == 0)
-		return st;
-	if (!bpf_map_lookup_elem(&targets, &tgid))
+	if (tid == 0 || !is_target(tgid))
 		return NULL;
+	struct tstate *st = bpf_map_lookup_elem(&threads, &tid);
+	if (st)
+		return st;
 	struct tstate init = {};
 	init.pid = tgid;
 	init.first_ts = start_ns;
@@ -792,13 +824,22 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	if (!follow_forks)
 		return 0;
 	u32 ptgid = parent->tgid;
-	if (!bpf_map_lookup_elem(&targets, &ptgid))
+	if (!is_target(ptgid))
 		return 0;
 	u32 ctgid = child->tgid;
 	if ((u32)child->pid != ctgid)
 		return 0; /* a new thread, not a new process */
 	u8 one = 1;
 	bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
+	u32 zero = 0;
+	struct tgid_set *set = bpf_map_lookup_elem(&tgids, &zero);
+	if (set) {
+		/* The slot is taken first (two forks at once get two slots); the
+		 * child cannot run before this returns. */
+		u32 i = __sync_fetch_and_add(&set->n, 1);
+		if (i < MAX_TGIDS)
+			set->tgid[i & (MAX_TGIDS - 1)] = ctgid;
+	}
 	return 0;
 }
 
@@ -807,7 +848,7 @@ int on_cpu_sample(void *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
 	u32 tgid = id >> 32;
-	if ((u32)id == 0 || !bpf_map_lookup_elem(&targets, &tgid))
+	if ((u32)id == 0 || !is_target(tgid))
 		return 0;
 	/* The sample weighs the thread's on-CPU time since its last sample,
 	 * measured from scheduler timestamps, so the samples of a thread add up
