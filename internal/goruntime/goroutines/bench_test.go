@@ -11,7 +11,7 @@ import (
 )
 
 // BenchmarkSnapshot measures one Snapshot of goparked with about n parked
-// goroutines, reading memory with process_vm_readv ("vm") and with pread
+// goroutines (with their own pprof labels in the "labeled" case), reading memory with process_vm_readv ("vm") and with pread
 // on /proc/PID/mem ("pread"), with and without the stack cache. It reports
 // the goroutines read and the system calls made per snapshot.
 //
@@ -19,10 +19,14 @@ import (
 func BenchmarkSnapshot(b *testing.B) {
 	requireRoot(b)
 	bin := groundtruth.BuildGo(b, groundtruth.WorkloadDir(b, "goparked"), true, "")
-	for _, n := range []int{0, 1000, 10000} {
-		w := startWorkload(b, bin, "-n", fmt.Sprint(n))
+	for _, n := range []int{0, 1000, 10000, -1000} {
+		args, name := []string{"-n", fmt.Sprint(n)}, fmt.Sprintf("goroutines=%d", n)
+		if n < 0 { // each with its own pprof labels
+			args, name = []string{"-n", fmt.Sprint(-n), "-labels"}, fmt.Sprintf("goroutines=%d,labeled", -n)
+		}
+		w := startWorkload(b, bin, args...)
 		for _, mode := range []string{"vm", "vm-nocache", "pread-nocache"} {
-			b.Run(fmt.Sprintf("goroutines=%d/%s", n, mode), func(b *testing.B) {
+			b.Run(name+"/"+mode, func(b *testing.B) {
 				r, err := Open(w.cmd.Process.Pid)
 				if err != nil {
 					b.Fatal(err)
@@ -52,6 +56,9 @@ func BenchmarkSnapshot(b *testing.B) {
 				b.ReportMetric(float64(len(snap.Goroutines)), "goroutines")
 				b.ReportMetric(float64(r.Syscalls()-calls0)/float64(b.N), "syscalls/op")
 				b.ReportMetric(float64(snap.Dropped), "dropped")
+				if snap.LabelErrors != 0 {
+					b.Fatalf("%d label errors", snap.LabelErrors)
+				}
 			})
 		}
 	}

@@ -36,8 +36,10 @@ type strRef struct{ ptr, n uint64 }
 // read the same as in an earlier snapshot is taken from the cache.
 func (r *Reader) readLabels(snap *Snapshot, ptrs []uint64) {
 	var want []uint64 // distinct label set addresses
+	seen := make(map[uint64]bool)
 	for _, p := range ptrs {
-		if p != 0 && !slices.Contains(want, p) {
+		if p != 0 && !seen[p] {
+			seen[p] = true
 			want = append(want, p)
 		}
 	}
@@ -54,11 +56,13 @@ func (r *Reader) readLabels(snap *Snapshot, ptrs []uint64) {
 	}
 	r.mem.readAll(heads)
 	sets := make(map[uint64][]Label, len(want))
+	hdr := make(map[uint64][]byte, len(want))
 	var fresh []uint64
 	for i, p := range want {
 		if !heads[i].ok {
 			continue
 		}
+		hdr[p] = heads[i].buf
 		if c, ok := r.labelSets[p]; ok && string(c.header[:]) == string(heads[i].buf) {
 			c.seen = r.snapshots
 			sets[p] = c.labels
@@ -69,17 +73,15 @@ func (r *Reader) readLabels(snap *Snapshot, ptrs []uint64) {
 	if len(fresh) > 0 {
 		var decoded map[uint64][]Label
 		if r.layout.Labels() == rtlayout.LabelsSlice {
-			decoded = r.readLabelSlices(fresh, heads, want)
+			decoded = r.readLabelSlices(fresh, hdr)
 		} else {
-			decoded = r.readLabelMaps(fresh, heads, want)
+			decoded = r.readLabelMaps(fresh, hdr)
 		}
-		for i, p := range want {
-			if ls, ok := decoded[p]; ok {
-				c := &labelSet{labels: ls, seen: r.snapshots}
-				copy(c.header[:], heads[i].buf)
-				r.labelSets[p] = c
-				sets[p] = ls
-			}
+		for p, ls := range decoded {
+			c := &labelSet{labels: ls, seen: r.snapshots}
+			copy(c.header[:], hdr[p])
+			r.labelSets[p] = c
+			sets[p] = ls
 		}
 	}
 	for i := range snap.Goroutines {
@@ -98,17 +100,12 @@ func (r *Reader) readLabels(snap *Snapshot, ptrs []uint64) {
 	}
 }
 
-// header returns the bytes read at label set address p.
-func header(p uint64, heads []read, want []uint64) []byte {
-	return heads[slices.Index(want, p)].buf
-}
-
 // readLabelSlices decodes label sets of Go 1.24+: {list []label}.
-func (r *Reader) readLabelSlices(fresh []uint64, heads []read, want []uint64) map[uint64][]Label {
+func (r *Reader) readLabelSlices(fresh []uint64, hdr map[uint64][]byte) map[uint64][]Label {
 	lists := make([]read, 0, len(fresh))
 	owner := make([]uint64, 0, len(fresh))
 	for _, p := range fresh {
-		h := header(p, heads, want)
+		h := hdr[p]
 		list, n := word(h, rtlayout.LabelSliceOffset), word(h, rtlayout.LabelSliceOffset+8)
 		if n == 0 || n > maxLabels || list == 0 {
 			continue
@@ -134,10 +131,10 @@ func (r *Reader) readLabelSlices(fresh []uint64, heads []read, want []uint64) ma
 // readLabelMaps decodes label sets of Go 1.20–1.23: *map[string]string.
 // It reads the buckets, their overflow chains and, in a map still growing,
 // the old buckets not yet moved.
-func (r *Reader) readLabelMaps(fresh []uint64, heads []read, want []uint64) map[uint64][]Label {
+func (r *Reader) readLabelMaps(fresh []uint64, hdr map[uint64][]byte) map[uint64][]Label {
 	hmaps := make([]read, len(fresh))
 	for i, p := range fresh {
-		hmaps[i] = read{addr: word(header(p, heads, want), 0), buf: make([]byte, 48)}
+		hmaps[i] = read{addr: word(hdr[p], 0), buf: make([]byte, 48)}
 	}
 	r.mem.readAll(hmaps)
 	var queue []read

@@ -20,7 +20,8 @@
 //	main.crunch            main.spawnCrunch    nothing: computes forever through calls
 //	                                           to main.mix, yielding (runtime.Gosched)
 //	                                           after each round
-//	main.parkedMany        main.spawnMany      channel receive (-n of them, default 0)
+//	main.parkedMany        main.spawnMany      channel receive (-n of them, default 0;
+//	                                           with -labels, each in pprof.Do(n=<i>))
 //	main.churn             main.spawnChurn     nothing for long (-churn of them, default 0):
 //	                                           each starts goroutines one after the
 //	                                           other that grow their stack (so it is
@@ -65,6 +66,7 @@ var (
 func main() {
 	many := flag.Int("n", 0, "extra goroutines parked on a channel receive")
 	churners := flag.Int("churn", 0, "goroutines that keep creating short-lived goroutines")
+	labeled := flag.Bool("labels", false, "give each -n goroutine its own pprof label set (n=<i>)")
 	flag.Parse()
 	mu.Lock() // held forever: main.lockMutex blocks on it
 	wg.Add(1) // never Done: main.waitGroup blocks on it
@@ -82,7 +84,7 @@ func main() {
 	spawnManyLabels()
 	spawnSpin()
 	spawnCrunch()
-	spawnMany(*many)
+	spawnMany(*many, *labeled)
 	spawnChurn(*churners)
 	started.Wait()
 	time.Sleep(200 * time.Millisecond) // let the last ones reach their park
@@ -297,11 +299,20 @@ func mix(x uint64) uint64 {
 }
 
 //go:noinline
-func spawnMany(n int) {
+func spawnMany(n int, labeled bool) {
 	for i := 0; i < n; i++ {
 		started.Add(1)
-		go parkedMany()
+		if labeled {
+			go labeledMany(i)
+		} else {
+			go parkedMany()
+		}
 	}
+}
+
+//go:noinline
+func labeledMany(i int) {
+	pprof.Do(context.Background(), pprof.Labels("n", fmt.Sprint(i)), func(context.Context) { parkedMany() })
 }
 
 //go:noinline
