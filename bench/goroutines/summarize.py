@@ -99,23 +99,28 @@ for p in sorted(glob.glob(os.path.join(out, "*-r*.server.out"))):
     t = open(p).read()
     o = re.search(r"stw-pauses other: count=(\d+)(?: p50<=([\d.]+)ms p99<=([\d.]+)ms max<=([\d.]+)ms total>=([\d.]+)ms)?", t)
     g = re.search(r"stw-pauses gc: count=(\d+)(?: p50<=([\d.]+)ms p99<=([\d.]+)ms max<=([\d.]+)ms total>=([\d.]+)ms)?", t)
+    u = re.search(r"cpu: user=([\d.]+)s sys=([\d.]+)s requests=(\d+)", t)
+    cpu_us = (float(u.group(1)) + float(u.group(2))) * 1e6 / int(u.group(3)) if u and int(u.group(3)) else None
     if o and g:
         f = lambda x: float(x) if x else 0.0
         pz[(int(m.group(2)), m.group(1))].append((int(o.group(1)), f(o.group(3)), f(o.group(4)), f(o.group(5)),
-                                                  int(g.group(1)), f(g.group(3)), f(g.group(4))))
+                                                  int(g.group(1)), f(g.group(3)), f(g.group(4)), cpu_us))
 if pz:
     print("### Stop-the-world pauses in the server (runtime/metrics /sched/pauses/total/*, whole process life, medians over runs)\n")
     print("Durations are histogram bucket upper bounds; total is a lower bound.\n")
-    print("| N | config | runs | non-GC pauses | their p99 | their max | their total | GC pauses | GC p99 | GC max |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("Server CPU per request is the server process's user+system time over its whole life divided by the requests it served (warm-up and both loads).\n")
+    print("| N | config | runs | non-GC pauses | their p99 | their max | their total | GC pauses | GC p99 | GC max | server CPU per request |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in ns:
         for cfg in cfgs:
             xs = pz.get((n, cfg))
             if not xs:
                 continue
             c = lambda i: med([x[i] for x in xs])
-            print("| %d | %s | %d | %d | %.3f ms | %.3f ms | %.1f ms | %d | %.3f ms | %.3f ms |" % (
-                n, cfg, len(xs), c(0), c(1), c(2), c(3), c(4), c(5), c(6)))
+            cpus = [x[7] for x in xs if x[7] is not None]
+            print("| %d | %s | %d | %d | %.3f ms | %.3f ms | %.1f ms | %d | %.3f ms | %.3f ms | %s |" % (
+                n, cfg, len(xs), c(0), c(1), c(2), c(3), c(4), c(5), c(6),
+                ("%.0f µs" % med(cpus)) if cpus else "-"))
     print()
 
 fg = sorted(glob.glob(os.path.join(out, "fgprof-*-r*.fgprof-bytes")))

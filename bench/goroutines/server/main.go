@@ -130,6 +130,12 @@ func main() {
 		h()
 	}
 	printPauses()
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	reqMu.Lock()
+	fmt.Printf("cpu: user=%.3fs sys=%.3fs requests=%d\n",
+		time.Duration(ru.Utime.Nano()).Seconds(), time.Duration(ru.Stime.Nano()).Seconds(), reqs)
+	reqMu.Unlock()
 }
 
 // printPauses prints the runtime's stop-the-world pauses over the process's
