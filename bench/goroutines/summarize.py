@@ -10,7 +10,11 @@ for p in sorted(glob.glob(os.path.join(out, "*-r*.*.json"))):
     if not m:
         continue
     cfg, n, r, model = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
-    runs[(model, n, cfg)].append((r, json.load(open(p))))
+    try:
+        d = json.load(open(p))
+    except ValueError:  # a run still under way, or cut short
+        continue
+    runs[(model, n, cfg)].append((r, d))
 
 ns = sorted({k[1] for k in runs})
 order = ["none", "wallprof", "fgprof"]
