@@ -162,6 +162,11 @@ func Open(pid int) (*Reader, error) {
 	return r, nil
 }
 
+// ErrNotReady is returned (wrapped) by Open when the target's Go runtime
+// has not created its first goroutine yet (a program just started): try
+// again a moment later.
+var ErrNotReady = errors.New("Go runtime not started yet (no goroutines); try again")
+
 // ErrLayoutMismatch is returned (wrapped) by Open when the target's first
 // goroutine does not read as expected: the layout of its Go version does
 // not fit the binary (a pre-release toolchain, a modified runtime).
@@ -176,7 +181,7 @@ func (r *Reader) checkLayout() error {
 		return err
 	}
 	if len(gps) == 0 {
-		return fmt.Errorf("process %d (%s): %w: runtime.allgs is empty", r.pid, r.version, ErrLayoutMismatch)
+		return fmt.Errorf("process %d (%s): %w", r.pid, r.version, ErrNotReady)
 	}
 	buf := make([]byte, r.layout.Offsets.GSize)
 	rs := []read{{addr: gps[0], buf: buf}}

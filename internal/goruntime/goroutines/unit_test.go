@@ -3,6 +3,7 @@ package goroutines
 import (
 	"debug/elf"
 	"encoding/binary"
+	"errors"
 	"os"
 	"reflect"
 	"slices"
@@ -125,6 +126,20 @@ func TestSnapshotFake(t *testing.T) {
 	// Reads are batched: allgs header, array, then 2 batches per round.
 	if m.calls != 2+2*4 {
 		t.Errorf("%d batches of reads, want 10", m.calls)
+	}
+}
+
+// TestCheckLayout checks Open's sanity check on a fake target: its first
+// g (goid 1) has no function table to name its start, so it does not fit;
+// an empty allgs means the runtime has not started.
+func TestCheckLayout(t *testing.T) {
+	r, m := fakeTarget(t)
+	if err := r.checkLayout(); !errors.Is(err, ErrLayoutMismatch) {
+		t.Errorf("checkLayout = %v, want ErrLayoutMismatch", err)
+	}
+	put(m.regions[0x1000], 8, 0) // len(allgs) = 0
+	if err := r.checkLayout(); !errors.Is(err, ErrNotReady) {
+		t.Errorf("checkLayout with no goroutines = %v, want ErrNotReady", err)
 	}
 }
 
