@@ -1,15 +1,28 @@
 #!/usr/bin/env python3
-"""summarize.py OUTDIR: medians per N and configuration from run.sh's files."""
+"""summarize.py OUTDIR [OUTDIR...]: medians per N and configuration from
+run.sh's files; with several directories, their runs are pooled (rounds are
+named DIR:ROUND)."""
 import glob, json, os, re, statistics, sys
 from collections import defaultdict
 
-out = sys.argv[1]
+outs = sys.argv[1:]
+multi = len(outs) > 1
+
+
+def files(pattern):
+    for o in outs:
+        for p in sorted(glob.glob(os.path.join(o, pattern))):
+            yield o, p
+
+
 runs = defaultdict(list)  # (model, n, cfg) -> [(round, json)]
-for p in sorted(glob.glob(os.path.join(out, "*-r*.*.json"))):
+for o, p in files("*-r*.*.json"):
     m = re.match(r"(\w+)-(\d+)-r(\d+)\.(closed|open)\.json$", os.path.basename(p))
     if not m:
         continue
     cfg, n, r, model = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
+    if multi:
+        r = "%s:%d" % (os.path.basename(os.path.normpath(o)), r)
     try:
         d = json.load(open(p))
     except ValueError:  # a run still under way, or cut short
@@ -67,7 +80,7 @@ for model, title in (("closed", "Closed model (%s workers back to back)"), ("ope
 
 # wallprof's own report: goroutine view and cost.
 wp = defaultdict(list)
-for p in sorted(glob.glob(os.path.join(out, "wallprof-*-r*.wallprof.out"))):
+for _, p in files("wallprof-*-r*.wallprof.out"):
     n = int(re.match(r"wallprof-(\d+)-r", os.path.basename(p)).group(1))
     t = open(p).read()
     g = re.search(r"goroutines \((go[\d.]+)\): up to (\d+), goroutine table read (\d+) times every ([\d.]+)(ms|s|µs)", t)
@@ -98,7 +111,7 @@ if wp:
 # The server's own count of stop-the-world pauses (runtime/metrics), over its
 # whole life: warm-up, both loads, and the seconds around them.
 pz = defaultdict(list)
-for p in sorted(glob.glob(os.path.join(out, "*-r*.server.out"))):
+for _, p in files("*-r*.server.out"):
     m = re.match(r"(\w+)-(\d+)-r(\d+)\.server\.out$", os.path.basename(p))
     t = open(p).read()
     o = re.search(r"stw-pauses other: count=(\d+)(?: p50<=([\d.]+)ms p99<=([\d.]+)ms max<=([\d.]+)ms total>=([\d.]+)ms)?", t)
@@ -127,7 +140,7 @@ if pz:
                 ("%.0f µs" % med(cpus)) if cpus else "-"))
     print()
 
-fg = sorted(glob.glob(os.path.join(out, "fgprof-*-r*.fgprof-bytes")))
+fg = [p for _, p in files("fgprof-*-r*.fgprof-bytes")]
 if fg:
     sizes = [int(open(p).read()) for p in fg]
     print("fgprof wrote a non-empty profile in each of its %d runs (%d to %d bytes).\n" % (len(sizes), min(sizes), max(sizes)))
@@ -140,6 +153,6 @@ for n in ns:
         opens = dict(runs.get(("open", n, cfg), []))
         for r, d in sorted(runs.get(("closed", n, cfg), []), key=lambda x: x[0]):
             o = opens.get(r)
-            print("| %d | %s | %d | %.0f | %s | %s | %s | %s |" % (
+            print("| %d | %s | %s | %.0f | %s | %s | %s | %s |" % (
                 n, cfg, r, d["throughput"], ms(d["latency"]["p99_ns"]), ms(d["latency"]["max_ns"]),
                 ms(o["latency"]["p99_ns"]) if o else "-", ms(o["latency"]["max_ns"]) if o else "-"))
