@@ -50,6 +50,7 @@ func TestThirdPartyBinaries(t *testing.T) {
 				}
 			}
 			cmd := exec.Command(argv[0], args...)
+			cmd.Dir = t.TempDir() // terraform leaves a state lock file behind
 			stdin, err := cmd.StdinPipe()
 			if err != nil {
 				t.Fatal(err)
