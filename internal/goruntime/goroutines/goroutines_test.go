@@ -379,7 +379,7 @@ func TestOpenErrors(t *testing.T) {
 		}
 		w := startWorkload(t, groundtruth.BuildGo(t, groundtruth.WorkloadDir(t, "goparked"), true, "go1.18.10"))
 		_, err = Open(w.cmd.Process.Pid)
-		if !errors.Is(err, rtlayout.ErrUnsupportedVersion) || !strings.Contains(err.Error(), "Go 1.18 is not supported; supported: 1.20–1.26") {
+		if !errors.Is(err, rtlayout.ErrUnsupportedVersion) || !strings.Contains(err.Error(), "Go 1.18 is not supported; supported: 1.19–1.26") {
 			t.Errorf("Open(go1.18 program) = %v", err)
 		}
 	})

@@ -12,7 +12,7 @@
 //     its stack unwinds within its bounds; otherwise it is read again, up to
 //     a bounded number of times, and then dropped and counted in
 //     Snapshot.Dropped. Nothing is dropped silently.
-//   - Supported: linux/amd64 executables built by Go 1.20 through 1.26,
+//   - Supported: linux/amd64 executables built by Go 1.19 through 1.26,
 //     stripped or not, position-dependent or PIE. Anything else is a
 //     one-sentence error from Open (ErrNotGo, rtlayout.ErrUnsupportedVersion,
 //     ErrUnsupportedArch).

@@ -6,7 +6,7 @@ import "strconv"
 // bit.
 type Status uint32
 
-// The states of runtime/runtime2.go (the same values in Go 1.20–1.26;
+// The states of runtime/runtime2.go (the same values in Go 1.19–1.26;
 // Leaked and DeadExtra exist from Go 1.26).
 const (
 	Idle      Status = 0  // just allocated

@@ -62,7 +62,7 @@ func TestThirdPartyBinaries(t *testing.T) {
 			time.Sleep(time.Second) // let it reach its read of stdin
 			r, err := Open(cmd.Process.Pid)
 			if errors.Is(err, rtlayout.ErrUnsupportedVersion) {
-				if !strings.Contains(err.Error(), "is not supported; supported: 1.20–1.26") {
+				if !strings.Contains(err.Error(), "is not supported; supported: 1.19–1.26") {
 					t.Errorf("unclear error: %v", err)
 				}
 				t.Logf("as expected: %v", err)

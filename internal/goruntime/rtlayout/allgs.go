@@ -16,7 +16,7 @@ import (
 var ErrAllgsNotFound = errors.New("runtime.allgs not found")
 
 // allgsFunc is the runtime function whose code FindAllgs decodes. In every
-// supported version (runtime/proc.go of Go 1.20 through 1.26) it is
+// supported version (runtime/proc.go of Go 1.19 through 1.26) it is
 //
 //	func forEachG(fn func(gp *g)) {
 //		lock(&allglock)

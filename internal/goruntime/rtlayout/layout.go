@@ -1,7 +1,7 @@
 // Package rtlayout knows where the Go runtime keeps what a goroutine reader
 // needs: the offsets of fields of runtime.g and runtime.m, the size of g,
 // the wait reason strings, and the address of runtime.allgs, for amd64
-// binaries built by Go 1.20 through 1.26.
+// binaries built by Go 1.19 through 1.26.
 //
 // Contract:
 //   - Offsets come from the binary's DWARF when it has it (FromDWARF), and

@@ -4,12 +4,50 @@ package rtlayout
 
 // SupportedVersions returns the Go minor versions that have a table, oldest first.
 func SupportedVersions() []string {
-	return []string{"go1.20", "go1.21", "go1.22", "go1.23", "go1.24", "go1.25", "go1.26"}
+	return []string{"go1.19", "go1.20", "go1.21", "go1.22", "go1.23", "go1.24", "go1.25", "go1.26"}
 }
 
 // table returns the committed layout of a Go minor version ("go1.22").
 func table(minor string) (Layout, bool) {
 	switch minor {
+	case "go1.19":
+		// Offsets: DWARF of a program built by go1.19.13.
+		// Wait reasons: waitReason constants and waitReasonStrings in
+		// https://github.com/golang/go/blob/go1.19.13/src/runtime/runtime2.go
+		return Layout{
+			Version: "go1.19",
+			Source:  "table go1.19 (generated from go1.19.13)",
+			Offsets: Offsets{GSize: 392, GStackLo: 0, GStackHi: 8, GSchedSP: 56, GSchedPC: 64, GSchedBP: 104, GM: 48, GAtomicstatus: 144, GGoid: 152, GWaitreason: 176, GParentGoid: -1, GGopc: 296, GStartpc: 312, GLabels: 360, MProcid: 72, MCurg: 192},
+			WaitReasons: []string{
+				"",                        // 0
+				"GC assist marking",       // 1
+				"IO wait",                 // 2
+				"chan receive (nil chan)", // 3
+				"chan send (nil chan)",    // 4
+				"dumping heap",            // 5
+				"garbage collection",      // 6
+				"garbage collection scan", // 7
+				"panicwait",               // 8
+				"select",                  // 9
+				"select (no cases)",       // 10
+				"GC assist wait",          // 11
+				"GC sweep wait",           // 12
+				"GC scavenge wait",        // 13
+				"chan receive",            // 14
+				"chan send",               // 15
+				"finalizer wait",          // 16
+				"force gc (idle)",         // 17
+				"semacquire",              // 18
+				"sleep",                   // 19
+				"sync.Cond.Wait",          // 20
+				"timer goroutine (idle)",  // 21
+				"trace reader (blocked)",  // 22
+				"wait for GC cycle",       // 23
+				"GC worker (idle)",        // 24
+				"preempted",               // 25
+				"debug call",              // 26
+			},
+		}, true
 	case "go1.20":
 		// Offsets: DWARF of a program built by go1.20.14.
 		// Wait reasons: waitReason constants and waitReasonStrings in

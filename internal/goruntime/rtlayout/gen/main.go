@@ -27,7 +27,7 @@ import (
 
 // versions are the toolchains the tables come from, one per minor version.
 var versions = []string{
-	"go1.20.14", "go1.21.13", "go1.22.12", "go1.23.12", "go1.24.13", "go1.25.14", "go1.26.8",
+	"go1.19.13", "go1.20.14", "go1.21.13", "go1.22.12", "go1.23.12", "go1.24.13", "go1.25.14", "go1.26.8",
 }
 
 var out = flag.String("o", "internal/goruntime/rtlayout/tables_gen.go", "output file")
@@ -103,12 +103,29 @@ package rtlayout
 func layoutOf(dir, v string) (rtlayout.Layout, error) {
 	env := append(os.Environ(), "GOTOOLCHAIN="+v, "GOFLAGS=", "GOWORK=off", "GOENV=off", "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
 	bin := filepath.Join(dir, "tiny-"+v)
-	cmd := exec.Command("go", "build", "-o", bin, ".")
+	goCmd := "go"
+	cmd := exec.Command(goCmd, "build", "-o", bin, ".")
 	cmd.Dir, cmd.Env = dir, env
 	if o, err := cmd.CombinedOutput(); err != nil {
-		return rtlayout.Layout{}, fmt.Errorf("go build: %v\n%s", err, o)
+		if !bytes.Contains(o, []byte("import of unknown directory")) {
+			return rtlayout.Layout{}, fmt.Errorf("go build: %v\n%s", err, o)
+		}
+		// Toolchains before Go 1.20 predate toolchain switching: their
+		// module zip renames GOROOT's go.mod files to _go.mod, which they
+		// cannot read. Use a copy with the names restored.
+		root, err := fixedGOROOT(dir, v)
+		if err != nil {
+			return rtlayout.Layout{}, err
+		}
+		goCmd = filepath.Join(root, "bin", "go")
+		env = append(env, "GOROOT="+root, "GOTOOLCHAIN=local")
+		cmd = exec.Command(goCmd, "build", "-o", bin, ".")
+		cmd.Dir, cmd.Env = dir, env
+		if o, err := cmd.CombinedOutput(); err != nil {
+			return rtlayout.Layout{}, fmt.Errorf("go build (GOROOT %s): %v\n%s", root, err, o)
+		}
 	}
-	cmd = exec.Command("go", "env", "GOROOT")
+	cmd = exec.Command(goCmd, "env", "GOROOT")
 	cmd.Dir, cmd.Env = dir, env
 	goroot, err := cmd.Output()
 	if err != nil {
@@ -151,4 +168,32 @@ func layoutOf(dir, v string) (rtlayout.Layout, error) {
 		Offsets:     off,
 		WaitReasons: reasons,
 	}, nil
+}
+
+// fixedGOROOT copies toolchain v from the module cache into dir, with
+// src/_go.mod and src/cmd/_go.mod (and their go.sum) renamed back.
+func fixedGOROOT(dir, v string) (string, error) {
+	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMODCACHE: %w", err)
+	}
+	src := filepath.Join(strings.TrimSpace(string(out)), "golang.org", "toolchain@v0.0.1-"+v+".linux-amd64")
+	root := filepath.Join(dir, "goroot-"+v)
+	if o, err := exec.Command("cp", "-r", src, root).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("copy %s: %v: %s", src, err, o)
+	}
+	if o, err := exec.Command("chmod", "-R", "u+w", root).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("chmod %s: %v: %s", root, err, o)
+	}
+	for _, d := range []string{"src", filepath.Join("src", "cmd")} {
+		for _, f := range []string{"go.mod", "go.sum"} {
+			from := filepath.Join(root, d, "_"+f)
+			if _, err := os.Stat(from); err == nil {
+				if err := os.Rename(from, filepath.Join(root, d, f)); err != nil {
+					return "", err
+				}
+			}
+		}
+	}
+	return root, nil
 }

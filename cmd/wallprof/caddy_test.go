@@ -1,0 +1,118 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wallprof/wallprof/internal/profile"
+)
+
+// requireTool finds an installed program, or skips (fails under CI=true,
+// where .ci/run installs it).
+func requireTool(t *testing.T, name, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("CI=true but %s is not installed (apt-get install %s)", name, pkg)
+	}
+	t.Skipf("%s is not installed (apt-get install %s)", name, pkg)
+	return ""
+}
+
+// TestRecordCaddy records a real third-party Go server that we did not
+// write: Debian's caddy, a stripped binary, serving a static file under
+// load from hey. The goroutine view must find its request goroutines.
+func TestRecordCaddy(t *testing.T) {
+	requireRecording(t)
+	caddy := requireTool(t, "caddy", "caddy")
+	hey := requireTool(t, "hey", "hey")
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "index.html"), []byte(strings.Repeat("hello, caddy\n", 100)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freePort(t)
+	srv := exec.Command(caddy, "file-server", "--listen", addr, "--root", root)
+	srv.Env = append(os.Environ(), "HOME="+t.TempDir(), "XDG_DATA_HOME="+t.TempDir(), "XDG_CONFIG_HOME="+t.TempDir())
+	var log strings.Builder
+	srv.Stdout, srv.Stderr = &log, &log
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		srv.Process.Kill()
+		srv.Wait()
+	}()
+	url := "http://" + addr + "/index.html"
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("caddy did not answer: %v\n%s", err, log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	load := exec.Command(hey, "-z", "4s", "-c", "8", url)
+	if err := load.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer load.Wait()
+	time.Sleep(500 * time.Millisecond)
+	out := filepath.Join(t.TempDir(), "caddy.pb.gz")
+	code, stderr := wallprof(t, "record", "-p", strconv.Itoa(srv.Process.Pid), "--duration", "2s", "-o", out)
+	if code != 0 {
+		t.Fatalf("wallprof record exited %d:\n%s", code, stderr)
+	}
+	t.Log(stderr)
+	p := readProfile(t, out)
+	if p.GoInfo == nil || len(p.Goroutines) == 0 {
+		t.Fatalf("no goroutine view of caddy:\n%s", stderr)
+	}
+	// Its connections' goroutines: running, runnable, and waiting for the
+	// network.
+	var serve, serveIO int64
+	var states [profile.NumGStates]int64
+	for _, g := range p.Goroutines {
+		// Go 1.19 starts `go c.serve(ctx)` through a closure, Serve.func3.
+		if g.CreatedBy == "net/http.(*Server).Serve" && goStackHas(g, "net/http.(*conn).serve") {
+			serve += g.Value
+			states[g.State] += g.Value
+			if g.WaitReason == "IO wait" {
+				serveIO += g.Value
+			}
+		}
+	}
+	if serve == 0 || states[profile.GRunning] == 0 || serveIO == 0 {
+		t.Errorf("net/http.(*conn).serve goroutines: %v in all, by state %v, %v in IO wait", time.Duration(serve),
+			states, time.Duration(serveIO))
+	}
+	code, text := wallprof(t, "report", "--goroutines", out)
+	if code != 0 || !strings.Contains(text, "created by net/http.(*Server).Serve") {
+		t.Errorf("report --goroutines exited %d:\n%s", code, text)
+	}
+	t.Log(text)
+	// The stripped binary's own functions are named.
+	named := false
+	for _, g := range p.Goroutines {
+		for _, l := range g.Stack {
+			for _, f := range l.Frames {
+				named = named || strings.HasPrefix(f.Function, "github.com/caddyserver/caddy/v2")
+			}
+		}
+	}
+	if !named {
+		t.Error("no caddy function in any goroutine stack")
+	}
+}
