@@ -7,7 +7,8 @@
 #   bench/goroutines/run.sh
 #   ROUNDS=3 NS="10000" bench/goroutines/run.sh
 #
-# Environment: ROUNDS (5), NS ("100 10000"), CONFIGS ("none wallprof fgprof"),
+# Environment: ROUNDS (5), NS ("100 10000"), CONFIGS ("none wallprof fgprof";
+# also wallprof_nogv: wallprof record --goroutines off, no goroutine view),
 # DURATION (8s, each load run), CONCURRENCY (16, closed model), OPEN_RATE
 # (2000: requests/s of the open-model run, well below saturation on 2 CPUs;
 # 0 skips the open model), HZ (99: wallprof's
@@ -106,9 +107,11 @@ one_run() {
 	start_server "$build" "$n" "$tag"
 	local url="http://127.0.0.1:$port/order"
 	"$wp" load --concurrency "$CONCURRENCY" --duration 1s --json "$url" >/dev/null
-	if [[ $cfg == wallprof ]]; then
+	if [[ $cfg == wallprof* ]]; then
+		local gv=auto
+		[[ $cfg == wallprof_nogv ]] && gv=off
 		local wdur=$(( 2 * $(secs "$DURATION") + 30 ))
-		"$wp" record -F "$HZ" -p "$spid" --duration "${wdur}s" -o "$scratch/$tag.pb.gz" >"$OUT/$tag.wallprof.out" 2>&1 &
+		"$wp" record -F "$HZ" --goroutines "$gv" -p "$spid" --duration "${wdur}s" -o "$scratch/$tag.pb.gz" >"$OUT/$tag.wallprof.out" 2>&1 &
 		wpid=$!
 		for _ in $(seq 100); do
 			grep -q 'recording process' "$OUT/$tag.wallprof.out" && break
@@ -121,11 +124,11 @@ one_run() {
 	if [[ $rate != 0 ]]; then
 		"$wp" load --rate "$rate/s" --duration "$DURATION" --json "$url" >"$OUT/$tag.open.json"
 	fi
-	if [[ $cfg == wallprof ]]; then
+	if [[ $cfg == wallprof* ]]; then
 		kill -TERM "$wpid"
 		wait "$wpid" || die "wallprof record failed: $(cat "$OUT/$tag.wallprof.out")"
 		wpid=""
-		grep -q 'goroutines (' "$OUT/$tag.wallprof.out" || die "wallprof recorded no goroutine view: $(cat "$OUT/$tag.wallprof.out")"
+		[[ $cfg == wallprof_nogv ]] || grep -q 'goroutines (' "$OUT/$tag.wallprof.out" || die "wallprof recorded no goroutine view: $(cat "$OUT/$tag.wallprof.out")"
 	fi
 	stop_server
 	cp "$scratch/$tag.server.out" "$OUT/$tag.server.out"

@@ -30,7 +30,7 @@ for o, p in files("*-r*.*.json"):
     runs[(model, n, cfg)].append((r, d))
 
 ns = sorted({k[1] for k in runs})
-order = ["none", "wallprof", "fgprof"]
+order = ["none", "wallprof", "wallprof_nogv", "fgprof"]
 cfgs = [c for c in order if any(k[2] == c for k in runs)]
 med = statistics.median
 
@@ -49,6 +49,8 @@ def stats(model, n, cfg):
         "tput": med([d["throughput"] for d in ds]),
         "p50": med([d["latency"]["p50_ns"] for d in ds]),
         "p99": med([d["latency"]["p99_ns"] for d in ds]),
+        "p99lo": min(d["latency"]["p99_ns"] for d in ds),
+        "p99hi": max(d["latency"]["p99_ns"] for d in ds),
         "p999": med([d["latency"]["p999_ns"] for d in ds]),
         "max": med([d["latency"]["max_ns"] for d in ds]),
         "ok": min(d["success_ratio"] for d in ds),
@@ -62,8 +64,8 @@ for model, title in (("closed", "Closed model (%s workers back to back)"), ("ope
     if model == "closed":
         title = title % some.get("concurrency", "?")
     print("### " + title + "\n")
-    print("| N | config | runs | throughput (req/s) | p50 | p99 | p99.9 | max | throughput / none | p99 / none | max / none |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| N | config | runs | throughput (req/s) | p50 | p99 | p99 range over runs | p99.9 | max | throughput / none | p99 / none | max / none |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in ns:
         base = stats(model, n, "none")
         for cfg in cfgs:
@@ -71,8 +73,8 @@ for model, title in (("closed", "Closed model (%s workers back to back)"), ("ope
             if s is None:
                 continue
             ratio = lambda k: ("%.2f" % (s[k] / base[k])) if base else "-"
-            print("| %d | %s | %d | %.0f | %s | %s | %s | %s | %s | %s | %s |" % (
-                n, cfg, s["runs"], s["tput"], ms(s["p50"]), ms(s["p99"]), ms(s["p999"]), ms(s["max"]),
+            print("| %d | %s | %d | %.0f | %s | %s | %.1f-%.1f ms | %s | %s | %s | %s | %s |" % (
+                n, cfg, s["runs"], s["tput"], ms(s["p50"]), ms(s["p99"]), s["p99lo"] / 1e6, s["p99hi"] / 1e6, ms(s["p999"]), ms(s["max"]),
                 ratio("tput"), ratio("p99"), ratio("max")))
             if s["ok"] < 1:
                 print("|  | (%s: lowest success ratio %.4f) |||||||||" % (cfg, s["ok"]))
@@ -80,8 +82,9 @@ for model, title in (("closed", "Closed model (%s workers back to back)"), ("ope
 
 # wallprof's own report: goroutine view and cost.
 wp = defaultdict(list)
-for _, p in files("wallprof-*-r*.wallprof.out"):
-    n = int(re.match(r"wallprof-(\d+)-r", os.path.basename(p)).group(1))
+for _, p in files("wallprof*-r*.wallprof.out"):
+    mm = re.match(r"(wallprof\w*)-(\d+)-r", os.path.basename(p))
+    n = (int(mm.group(2)), mm.group(1))
     t = open(p).read()
     g = re.search(r"goroutines \((go[\d.]+)\): up to (\d+), goroutine table read (\d+) times every ([\d.]+)(ms|s|µs)", t)
     c = re.search(r"cost: profiler CPU ([\d.]+)(ms|s) \(([\d.]+)% of target CPU\), BPF ([\d.]+)(ms|s) \(([\d.]+)%\)", t)
@@ -99,13 +102,16 @@ for _, p in files("wallprof-*-r*.wallprof.out"):
     })
 if wp:
     print("### wallprof's own report (medians over its runs; one recording spans both loads)\n")
-    print("| N | runs | goroutines (up to) | table reads | snapshot interval | recorded | profiler CPU | % of target CPU | BPF | BPF % of target CPU |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| N | config | runs | goroutines (up to) | table reads | snapshot interval | recorded | profiler CPU | % of target CPU | BPF | BPF % of target CPU |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in sorted(wp):
         xs = wp[n]
-        m = lambda k: med([x[k] for x in xs if x[k] is not None])
-        print("| %d | %d | %d | %d | %.0f ms | %.1f s | %.0f ms | %.1f%% | %.0f ms | %.1f%% |" % (
-            n, len(xs), m("gor"), m("reads"), m("every_ms"), m("secs"), m("cpu_ms"), m("cpu_pct"), m("bpf_ms"), m("bpf_pct")))
+        def m(k, fmt):
+            v = [x[k] for x in xs if x[k] is not None]
+            return fmt % med(v) if v else "-"
+        print("| %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            n[0], n[1], len(xs), m("gor", "%d"), m("reads", "%d"), m("every_ms", "%.0f ms"), m("secs", "%.1f s"),
+            m("cpu_ms", "%.0f ms"), m("cpu_pct", "%.1f%%"), m("bpf_ms", "%.0f ms"), m("bpf_pct", "%.1f%%")))
     print()
 
 # The server's own count of stop-the-world pauses (runtime/metrics), over its
