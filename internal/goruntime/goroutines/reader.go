@@ -26,6 +26,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -93,7 +94,11 @@ func (r *Reader) SetStackCache(maxAge int) {
 // Open prepares to read the goroutines of process pid. It reads the
 // executable through /proc/PID/exe (which also works for processes in other
 // mount namespaces) and the load address from /proc/PID/maps.
-func Open(pid int) (*Reader, error) {
+func Open(pid int) (*Reader, error) { return open(pid, nil) }
+
+// open is Open; wrap, when not nil, wraps the target's memory (tests
+// record what the Reader reads through it).
+func open(pid int, wrap func(memory) memory) (*Reader, error) {
 	exe := fmt.Sprintf("/proc/%d/exe", pid)
 	raw, err := os.Open(exe)
 	if err != nil {
@@ -107,27 +112,9 @@ func Open(pid int) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("process %d: %w: executable is not ELF: %v", pid, ErrNotGo, err)
 	}
-	if f.Machine != elf.EM_X86_64 {
-		return nil, fmt.Errorf("process %d: %w: %s (only amd64 is supported)", pid, ErrUnsupportedArch, f.Machine)
-	}
-	version, err := rtlayout.GoVersion(raw)
+	x, err := readExe(f, raw, fmt.Sprintf("process %d", pid))
 	if err != nil {
-		return nil, fmt.Errorf("process %d: %w (%v)", pid, ErrNotGo, err)
-	}
-	layout, err := rtlayout.Load(f, version)
-	if err != nil {
-		return nil, fmt.Errorf("process %d: %w", pid, err)
-	}
-	table, err := gopclntab.Open(f)
-	if errors.Is(err, gopclntab.ErrNotGo) && f.Section(".gopclntab") == nil {
-		return nil, fmt.Errorf("process %d (%s): %w: the executable has no .gopclntab section (externally linked programs can keep the table inside another section)", pid, version, ErrNoFuncTable)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("process %d (%s): read .gopclntab: %w", pid, version, err)
-	}
-	allgs, how, err := rtlayout.FindAllgs(f, table)
-	if err != nil {
-		return nil, fmt.Errorf("process %d (%s): %w", pid, version, err)
+		return nil, err
 	}
 	var st syscall.Stat_t
 	if err := syscall.Fstat(int(raw.Fd()), &st); err != nil {
@@ -137,29 +124,92 @@ func Open(pid int) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	mem, err := openMemory(pid, allgs+bias)
+	mem, err := openMemory(pid, x.allgs+bias)
 	if err != nil {
 		return nil, err
 	}
+	if wrap != nil {
+		mem = wrap(mem)
+	}
+	return newReader(pid, x, bias, mem)
+}
+
+// exeInfo is what a Reader learns from the target's executable alone.
+type exeInfo struct {
+	version                string
+	layout                 rtlayout.Layout
+	table                  *gopclntab.Table
+	allgs                  uint64 // link-time address of runtime.allgs
+	allgsHow               string
+	goexitStart, goexitEnd uint64 // link-time range of runtime.goexit
+}
+
+// readExe reads the Go version, runtime layout, function table and the
+// addresses of runtime.allgs and runtime.goexit from the executable f
+// (whose bytes are raw); who names the target in errors ("process 123").
+func readExe(f *elf.File, raw io.ReaderAt, who string) (exeInfo, error) {
+	var x exeInfo
+	if f.Machine != elf.EM_X86_64 {
+		return x, fmt.Errorf("%s: %w: %s (only amd64 is supported)", who, ErrUnsupportedArch, f.Machine)
+	}
+	version, err := rtlayout.GoVersion(raw)
+	if err != nil {
+		return x, fmt.Errorf("%s: %w (%v)", who, ErrNotGo, err)
+	}
+	layout, err := rtlayout.Load(f, version)
+	if err != nil {
+		return x, fmt.Errorf("%s: %w", who, err)
+	}
+	table, err := gopclntab.Open(f)
+	if errors.Is(err, gopclntab.ErrNotGo) && f.Section(".gopclntab") == nil {
+		return x, fmt.Errorf("%s (%s): %w: the executable has no .gopclntab section (externally linked programs can keep the table inside another section)", who, version, ErrNoFuncTable)
+	}
+	if err != nil {
+		return x, fmt.Errorf("%s (%s): read .gopclntab: %w", who, version, err)
+	}
+	allgs, how, err := rtlayout.FindAllgs(f, table)
+	if err != nil {
+		return x, fmt.Errorf("%s (%s): %w", who, version, err)
+	}
+	start, end, ok := rtlayout.FindFunc(table, "runtime.goexit")
+	if !ok {
+		return x, fmt.Errorf("%s (%s): %w: no runtime.goexit", who, version, ErrNoFuncTable)
+	}
+	return exeInfo{version: version, layout: layout, table: table, allgs: allgs, allgsHow: how,
+		goexitStart: start, goexitEnd: end}, nil
+}
+
+// newReader returns a Reader of the goroutines of the executable x loaded
+// with bias, whose memory is mem, after checking the layout on the first
+// goroutine; pid is only used in errors and to tell an exited process.
+// It closes mem if it fails.
+func newReader(pid int, x exeInfo, bias uint64, mem memory) (*Reader, error) {
 	r := &Reader{
-		pid: pid, version: version, layout: layout, table: table,
-		allgs: allgs + bias, allgsHow: how, bias: bias, mem: mem,
+		pid: pid, version: x.version, layout: x.layout, table: x.table,
+		allgs: x.allgs + bias, allgsHow: x.allgsHow, bias: bias, mem: mem,
 		system: make(map[uint64]bool),
 		stacks: make(map[uint64]*cachedStack), cacheAge: 16,
 		maxRetry: 3, maxDepth: 512, maxStack: 256 << 10, maxAllgs: maxAllgs,
 		labelSets: make(map[uint64]*labelSet),
 	}
 	r.frameSizes = make(map[uint64]int64)
-	start, end, ok := rtlayout.FindFunc(table, "runtime.goexit")
-	if !ok {
-		return nil, fmt.Errorf("process %d (%s): %w: no runtime.goexit", pid, version, ErrNoFuncTable)
-	}
-	r.frame = frame{maxDepth: r.maxDepth, callerFrame: r.callerFrame, goexitStart: start + bias, goexitEnd: end + bias}
+	r.frame = frame{maxDepth: r.maxDepth, callerFrame: r.callerFrame, goexitStart: x.goexitStart + bias, goexitEnd: x.goexitEnd + bias}
 	if err := r.checkLayout(); err != nil {
 		mem.close()
 		return nil, err
 	}
 	return r, nil
+}
+
+// openRecorded returns a Reader of a target that is not a live process:
+// the executable f (bytes raw) loaded with bias, whose memory mem serves
+// (a recording, in tests). Errors name the target "recorded target".
+func openRecorded(f *elf.File, raw io.ReaderAt, bias uint64, mem memory) (*Reader, error) {
+	x, err := readExe(f, raw, "recorded target")
+	if err != nil {
+		return nil, err
+	}
+	return newReader(0, x, bias, mem)
 }
 
 // ErrNotReady is returned (wrapped) by Open when the target's Go runtime
