@@ -162,6 +162,13 @@ func hasExitTP() bool {
 	return os.Getenv("WALLPROF_EXIT_TP") != "0"
 }
 
+// hasSchedstat reports whether the kernel keeps schedstat's run-queue wait
+// (CONFIG_SCHED_INFO), which /proc/PID/schedstat shows.
+func hasSchedstat() bool {
+	_, err := os.Stat("/proc/self/schedstat")
+	return err == nil
+}
+
 func boolByte(b bool) uint8 {
 	if b {
 		return 1
@@ -170,8 +177,19 @@ func boolByte(b bool) uint8 {
 }
 
 func (s *Session) attach() error {
-	for _, p := range []*ebpf.Program{s.objs.core.OnSwitch, s.objs.core.OnWakeup, s.objs.core.OnWakeupNew,
-		s.objs.core.OnFork} {
+	// With sched_exit_tp and the kernel's schedstat, the runnable part of
+	// an off-CPU interval comes from schedstat at the switch-in and
+	// sched_wakeup is not probed. WALLPROF_RUN_DELAY=0 probes it anyway
+	// (to compare).
+	rd := s.objs.exitTP != nil && hasSchedstat() && os.Getenv("WALLPROF_RUN_DELAY") != "0"
+	if err := s.objs.core.UseRd.Set(boolByte(rd)); err != nil {
+		return fmt.Errorf("configure BPF program (use_rd): %w", err)
+	}
+	progs := []*ebpf.Program{s.objs.core.OnSwitch, s.objs.core.OnWakeupNew, s.objs.core.OnFork}
+	if !rd {
+		progs = append(progs, s.objs.core.OnWakeup)
+	}
+	for _, p := range progs {
 		l, err := link.AttachTracing(link.TracingOptions{Program: p})
 		if err != nil {
 			return fmt.Errorf("attach scheduler tracepoint %s: %w", p, err)
@@ -188,6 +206,17 @@ func (s *Session) attach() error {
 			s.links = append(s.links, l)
 			exitTP = true
 		}
+	}
+	if !exitTP && rd {
+		// Wake-ups are needed after all.
+		if err := s.objs.core.UseRd.Set(uint8(0)); err != nil {
+			return fmt.Errorf("configure BPF program (use_rd): %w", err)
+		}
+		l, err := link.AttachTracing(link.TracingOptions{Program: s.objs.core.OnWakeup})
+		if err != nil {
+			return fmt.Errorf("attach scheduler tracepoint %s: %w", s.objs.core.OnWakeup, err)
+		}
+		s.links = append(s.links, l)
 	}
 	if exitTP {
 		// Done.
@@ -373,6 +402,7 @@ type coreObjects struct {
 	CPUIn       *ebpf.Map      `ebpf:"cpu_in"`
 	BSS         *ebpf.Map      `ebpf:".bss"` // start_ns and the clock offset, shared with optional programs
 	StartNs     *ebpf.Variable `ebpf:"start_ns"`
+	UseRd       *ebpf.Variable `ebpf:"use_rd"`
 }
 
 func (o *objects) programs() []*ebpf.Program {

@@ -78,6 +78,7 @@ type WallprofTstate struct {
 	Pad2         uint32
 	LastExec     uint64
 	LastRunnable uint64
+	RdOut        uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -109,6 +110,7 @@ const (
 	WallprofVarStartNs      = "start_ns"
 	WallprofVarUnusedExit   = "unused_exit"
 	WallprofVarUnusedSample = "unused_sample"
+	WallprofVarUseRd        = "use_rd"
 )
 
 // LoadWallprof returns the embedded CollectionSpec for Wallprof.
@@ -190,6 +192,7 @@ type WallprofVariableSpecs struct {
 	StartNs      *ebpf.VariableSpec `ebpf:"start_ns"`
 	UnusedExit   *ebpf.VariableSpec `ebpf:"unused_exit"`
 	UnusedSample *ebpf.VariableSpec `ebpf:"unused_sample"`
+	UseRd        *ebpf.VariableSpec `ebpf:"use_rd"`
 }
 
 // WallprofObjects contains all objects after they have been loaded into the kernel.
@@ -248,6 +251,7 @@ type WallprofVariables struct {
 	StartNs      *ebpf.Variable `ebpf:"start_ns"`
 	UnusedExit   *ebpf.Variable `ebpf:"unused_exit"`
 	UnusedSample *ebpf.Variable `ebpf:"unused_sample"`
+	UseRd        *ebpf.Variable `ebpf:"use_rd"`
 }
 
 // WallprofPrograms contains all programs after they have been loaded into the kernel.

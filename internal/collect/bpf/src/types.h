@@ -36,9 +36,16 @@ struct sched_entity {
 	struct cfs_rq *cfs_rq; /* CONFIG_FAIR_GROUP_SCHED */
 };
 
+/* schedstat (CONFIG_SCHED_INFO): time spent waiting on a run queue. */
+struct sched_info {
+	unsigned long long run_delay;   /* total, up to the latest arrival */
+	unsigned long long last_queued; /* when the current wait began, 0 if none */
+};
+
 struct task_struct {
 	struct thread_info thread_info;
 	struct sched_entity se;
+	struct sched_info sched_info;
 	int pid;
 	int tgid;
 	char comm[16];

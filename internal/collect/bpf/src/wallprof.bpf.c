@@ -90,6 +90,7 @@ struct tstate {
 	u32 pad2;
 	u64 last_exec; /* the kernel's CPU time of the thread (se.sum_exec_runtime) at its last switch, 0 if unknown */
 	u64 last_runnable; /* runnable time accounted at its last switch-in */
+	u64 rd_out;        /* its schedstat run_delay at its last switch-out, 0 if unknown */
 };
 
 struct sample_event {
@@ -135,6 +136,10 @@ volatile u64 clock_cal = 0;
 
 /* Set by user space after loading, right before attaching. */
 volatile u64 start_ns = 0;
+/* Set by user space when the runnable part of an off-CPU interval comes from
+ * the kernel's schedstat (sched_exit_tp attached, CONFIG_SCHED_INFO) and
+ * sched_wakeup is not probed. */
+volatile u8 use_rd = 0;
 
 /* The target processes, for a quick answer to "is this task ours?" on every
  * switch and wake-up of the machine: set by user space before attaching,
@@ -247,9 +252,10 @@ static __always_inline u64 rq_clock(struct task_struct *p)
  * switch's BPF time): the scheduler's clock, shifted to CLOCK_MONOTONIC by an
  * offset measured at a switch every CALIBRATE_NS. It is the clock the
  * scheduler charges CPU time with (se.sum_exec_runtime). */
-static __always_inline u64 sched_now(struct task_struct *p, bool calibrate)
+static __always_inline u64 sched_now(struct task_struct *p, bool calibrate, u64 *raw)
 {
 	u64 rc = rq_clock(p);
+	*raw = rc;
 	if (!rc)
 		return bpf_ktime_get_ns();
 	u64 off = clock_off;
@@ -263,6 +269,25 @@ static __always_inline u64 sched_now(struct task_struct *p, bool calibrate)
 	clock_off = off;
 	clock_cal = rc;
 	return rc + off;
+}
+
+/* queued_since_out is how long p has waited on a run queue since its last
+ * switch-out, from the kernel's schedstat: what run_delay gained since then
+ * (a wait that ended without running it: a migration) and, when rc (the run
+ * queue's clock at its switch-in) is given, the wait in progress, which the
+ * kernel adds to run_delay right after the sched_switch tracepoint. */
+static __always_inline u64 queued_since_out(struct task_struct *p, struct tstate *st, u64 rc)
+{
+	if (!bpf_core_field_exists(p->sched_info.run_delay))
+		return 0;
+	u64 run = 0;
+	u64 rd = p->sched_info.run_delay;
+	if (st->rd_out && rd > st->rd_out)
+		run = rd - st->rd_out;
+	u64 lq = p->sched_info.last_queued;
+	if (rc && lq && rc > lq)
+		run += rc - lq;
+	return run;
 }
 
 enum { NEW_RUNNING, NEW_OFF, NEW_WOKEN, NEW_THREAD };
@@ -617,8 +642,14 @@ static __always_inline void switch_out(void *ctx, struct task_struct *prev, stru
 			/* It stayed in the state it left in until its wake-up (if
 			 * we saw one), then waited for a CPU. */
 			u64 blocked = off;
-			if (st->wake_ts > st->out_ts && st->wake_ts - st->out_ts < off)
+			if (use_rd) {
+				/* The kernel's schedstat: its wait has been added to
+				 * run_delay (it ran). */
+				u64 run = queued_since_out(prev, st, 0);
+				blocked = off > run ? off - run : 0;
+			} else if (st->wake_ts > st->out_ts && st->wake_ts - st->out_ts < off) {
 				blocked = st->wake_ts - st->out_ts;
+			}
 			add_time(st, k, blocked);
 			add_time(st, ST_RUNNABLE, off - blocked);
 		}
@@ -648,6 +679,8 @@ static __always_inline void switch_out(void *ctx, struct task_struct *prev, stru
 	st->on_cpu = 0;
 	st->out_ts = now;
 	st->wake_ts = 0;
+	if (use_rd && bpf_core_field_exists(prev->sched_info.run_delay))
+		st->rd_out = prev->sched_info.run_delay;
 	st->out_state = classify(preempt, prev_state);
 	if (prev_state & TASK_DEAD)
 		emit_exit(st, tid, now);
@@ -706,7 +739,7 @@ static __always_inline void defer_sample(struct task_struct *next, struct tstate
 }
 
 static __always_inline void switch_in(struct task_struct *next, struct tstate *st, u32 tid, u64 now,
-				      bool from_idle)
+				      bool from_idle, u64 rc)
 {
 	u64 d[NSTATES] = {};
 	u64 out_ts = st->out_ts;
@@ -722,7 +755,18 @@ static __always_inline void switch_in(struct task_struct *next, struct tstate *s
 		u8 k = st->out_state;
 		if (k >= NSTATES)
 			k = ST_OTHER;
-		if (k == ST_RUNNABLE || k == ST_ONCPU || st->wake_ts == 0) {
+		if (k == ST_RUNNABLE || k == ST_ONCPU) {
+			d[k] = now - st->out_ts;
+		} else if (use_rd) {
+			/* Blocked, then waiting on a run queue for as long as the
+			 * kernel's schedstat says. */
+			u64 off = now - st->out_ts;
+			u64 run = queued_since_out(next, st, rc);
+			if (run > off)
+				run = off;
+			d[k] = off - run;
+			d[ST_RUNNABLE] = run;
+		} else if (st->wake_ts == 0) {
 			d[k] = now - st->out_ts;
 		} else {
 			u64 w = st->wake_ts;
@@ -776,7 +820,8 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
-	u64 now = sched_now(next, true);
+	u64 rc;
+	u64 now = sched_now(next, true, &rc);
 	u32 tid = prev->pid;
 	struct tstate *st = lookup_thread(tid, prev->tgid, now, NEW_RUNNING);
 	if (st) {
@@ -794,7 +839,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		*in = tid;
 	st = lookup_thread(tid, next->tgid, now, NEW_OFF);
 	if (st)
-		switch_in(next, st, tid, now, prev->pid == 0);
+		switch_in(next, st, tid, now, prev->pid == 0, rc);
 	return 0;
 }
 
@@ -804,7 +849,8 @@ int BPF_PROG(on_wakeup, struct task_struct *p)
 	struct tstate *st = lookup_thread(p->pid, p->tgid, 0, NEW_WOKEN);
 	/* The clock is read only for a wake-up that ends a blocked interval. */
 	if (st && !st->on_cpu && st->wake_ts == 0) {
-		st->wake_ts = sched_now(p, false);
+		u64 rc;
+		st->wake_ts = sched_now(p, false, &rc);
 		st->wake_cpu = task_cpu(p);
 	}
 	return 0;
@@ -927,13 +973,18 @@ int BPF_PROG(on_sys_exit)
 static __always_inline void late_switch_in(void *ctx, struct tstate *st)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	u64 now = sched_now(task, false);
+	u64 rc;
+	u64 now = sched_now(task, false, &rc);
 	count_lost(LOST_SWITCH_OUT);
 	u64 d[NSTATES] = {};
 	if (now > st->out_ts) {
 		u8 k = st->out_state < NSTATES ? st->out_state : ST_OTHER;
 		u64 w = now;
-		if (k != ST_RUNNABLE && k != ST_ONCPU && st->wake_ts) {
+		if (k != ST_RUNNABLE && k != ST_ONCPU && use_rd) {
+			/* The kernel has just added this wait to run_delay. */
+			u64 run = queued_since_out(task, st, 0);
+			w = now - st->out_ts > run ? now - run : st->out_ts;
+		} else if (k != ST_RUNNABLE && k != ST_ONCPU && st->wake_ts) {
 			w = st->wake_ts;
 			if (w < st->out_ts)
 				w = st->out_ts;
