@@ -64,11 +64,16 @@ func TestRecordCaddy(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	load := exec.Command(hey, "-z", "4s", "-c", "8", url)
+	load := exec.Command(hey, "-z", "5s", "-c", "8", url)
+	var heyOut strings.Builder
+	load.Stdout, load.Stderr = &heyOut, &heyOut
 	if err := load.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer load.Wait()
+	defer func() {
+		load.Wait()
+		t.Logf("hey:\n%s", heyOut.String())
+	}()
 	time.Sleep(500 * time.Millisecond)
 	out := filepath.Join(t.TempDir(), "caddy.pb.gz")
 	code, stderr := wallprof(t, "record", "-p", strconv.Itoa(srv.Process.Pid), "--duration", "2s", "-o", out)
@@ -77,6 +82,14 @@ func TestRecordCaddy(t *testing.T) {
 	}
 	t.Log(stderr)
 	p := readProfile(t, out)
+	var cpu time.Duration
+	for _, th := range p.Threads {
+		cpu += th.Time[profile.OnCPU]
+	}
+	if cpu < 50*time.Millisecond {
+		load.Wait()
+		t.Fatalf("caddy used %v of CPU during the recording: the load did not reach it; hey said:\n%s", cpu, heyOut.String())
+	}
 	if p.GoInfo == nil || len(p.Goroutines) == 0 {
 		t.Fatalf("no goroutine view of caddy:\n%s", stderr)
 	}
