@@ -80,6 +80,29 @@ for model, title in (("closed", "Closed model (%s workers back to back)"), ("ope
                 print("|  | (%s: lowest success ratio %.4f) |||||||||" % (cfg, s["ok"]))
     print()
 
+# Paired by round: each configuration against the none run of the same round
+# (run a few seconds apart, so sharing most of the machine's other load).
+print("### Paired by round: ratio to the none run of the same round (median over rounds; how many rounds > 1)\n")
+print("| N | config | rounds | closed throughput | closed p99 | open p99 | open max |")
+print("|---:|---|---:|---:|---:|---:|---:|")
+for n in ns:
+    for cfg in cfgs:
+        if cfg == "none":
+            continue
+        cells = []
+        rounds = 0
+        for model, key in (("closed", "tput"), ("closed", "p99"), ("open", "p99"), ("open", "max")):
+            base = dict(runs.get((model, n, "none"), []))
+            xs = []
+            for r, d in runs.get((model, n, cfg), []):
+                if r in base:
+                    get = (lambda x: x["throughput"]) if key == "tput" else (lambda x, k=key: x["latency"][k + "_ns"])
+                    xs.append(get(d) / get(base[r]))
+            rounds = max(rounds, len(xs))
+            cells.append("%.2f (%d > 1)" % (med(xs), sum(x > 1 for x in xs)) if xs else "-")
+        print("| %d | %s | %d | %s |" % (n, cfg, rounds, " | ".join(cells)))
+print()
+
 # wallprof's own report: goroutine view and cost.
 wp = defaultdict(list)
 for _, p in files("wallprof*-r*.wallprof.out"):
