@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"compress/gzip"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
@@ -17,6 +18,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wallprof/wallprof/internal/goruntime/rtlayout"
+	"github.com/wallprof/wallprof/internal/symbolize/gopclntab"
 )
 
 // This file records the goroutine tables that recorded_test.go replays:
@@ -27,7 +31,8 @@ import (
 // PIE) and by go1.22.12 (if it is in the module cache), two files to
 // testdata/: NAME.json.gz (the recording: every range of target memory the
 // Reader read, what Open learned, what the live Snapshot returned) and
-// NAME.exe.gz (the executable). See recorded_test.go.
+// NAME.exe.gz (the executable, with the sections the Reader does not read
+// zeroed: see reduceExe). See recorded_test.go.
 
 var recordFlag = flag.Bool("record", false, "TestRecordSnapshots: record goparked's goroutine tables into testdata/ (needs root)")
 
@@ -179,10 +184,11 @@ func recordOne(t *testing.T, b recordBuild) {
 	}
 	snapshotUntilFound(t, r0)
 	r0.Close()
-	exe, err := os.ReadFile(bin)
+	full, err := os.ReadFile(bin)
 	if err != nil {
 		t.Fatal(err)
 	}
+	exe := reduceExe(t, full)
 	sum := sha256.Sum256(exe)
 	for attempt := 0; attempt < 20; attempt++ {
 		rec := &recordingMem{}
@@ -216,8 +222,15 @@ func recordOne(t *testing.T, b recordBuild) {
 		// goroutine that changed between reads leaves bytes of two moments).
 		rr, mem := replay(t, &out, exe)
 		again, err := rr.Snapshot()
-		if err != nil || again.Dropped+again.Retried+again.LabelErrors > 0 || !reflect.DeepEqual(toRecorded(rr, again), out.Snapshot) {
-			t.Logf("attempt %d: the recording does not replay to the live snapshot (%v): again", attempt, err)
+		if got := toRecorded(rr, again); err != nil || again.Dropped+again.Retried+again.LabelErrors > 0 || !reflect.DeepEqual(got, out.Snapshot) {
+			t.Logf("attempt %d: the recording does not replay to the live snapshot (%v, %d dropped, %d retried, %d label errors): again",
+				attempt, err, again.Dropped, again.Retried, again.LabelErrors)
+			for i := range min(len(got.Goroutines), len(out.Snapshot.Goroutines)) {
+				if g, w := got.Goroutines[i], out.Snapshot.Goroutines[i]; !reflect.DeepEqual(g, w) {
+					t.Logf("replayed %+v\n    live %+v", g, w)
+					break
+				}
+			}
 			continue
 		}
 		js, err := json.Marshal(out)
@@ -234,6 +247,42 @@ func recordOne(t *testing.T, b recordBuild) {
 		return
 	}
 	t.Fatal("no consistent recording in 20 attempts")
+}
+
+// reduceExe returns a copy of the executable exe with the contents of the
+// sections the Reader does not read zeroed (they compress to nothing):
+// .text but for runtime.forEachG (decoded to find runtime.allgs), .data,
+// type links. Kept: the ELF and program headers, the section headers,
+// .gopclntab (the function table), .rodata (where the inlining trees of
+// the function table are), .noptrdata (runtime.firstmoduledata, which says
+// where), .go.buildinfo (the version). The recording is checked to replay the same with it.
+func reduceExe(t *testing.T, exe []byte) []byte {
+	f, err := elf.NewFile(bytes.NewReader(exe))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab, err := gopclntab.Open(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keepLo, keepHi, ok := rtlayout.FindFunc(tab, "runtime.forEachG")
+	if !ok {
+		t.Fatal("no runtime.forEachG")
+	}
+	out := bytes.Clone(exe)
+	for _, name := range []string{".text", ".typelink", ".itablink", ".data"} {
+		sec := f.Section(name)
+		if sec == nil || sec.Type == elf.SHT_NOBITS {
+			continue
+		}
+		for a := sec.Addr; a < sec.Addr+sec.Size; a++ {
+			if name == ".text" && a >= keepLo && a < keepHi {
+				continue
+			}
+			out[sec.Offset+(a-sec.Addr)] = 0
+		}
+	}
+	return out
 }
 
 func writeGzip(t *testing.T, path string, data []byte) {
