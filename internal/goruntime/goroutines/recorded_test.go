@@ -12,8 +12,10 @@ package goroutines
 // and the runtime.allgs address Open found, and what that live Snapshot
 // returned (goroutine ids, states, wait reasons, creation sites, start
 // functions, stacks as PCs and as function names, labels, thread ids).
-// testdata/NAME.exe.gz is the executable that was read (gzip'd; its
-// SHA-256 is in the recording).
+// testdata/NAME.exe.gz is the executable that was read, gzip'd, with the
+// contents of the sections the Reader does not read zeroed (record_test.go
+// reduceExe; the recording is kept only if it replays to the live result
+// with it); its SHA-256 is in the recording.
 //
 // The tests build a Reader with openRecorded over the executable, the
 // recorded load bias and a memory that serves the recorded ranges (a read
@@ -40,7 +42,9 @@ package goroutines
 //     (LabelErrors), allgs changing between its reads (read again), allgs
 //     unreadable (an error); no other goroutine may change.
 //   - TestRecordedWrongLayout: the layout of another Go version does not
-//     pass Open's check (ErrLayoutMismatch).
+//     pass Open's check (ErrLayoutMismatch), nor a first g that is not
+//     goroutine 1.
+//   - TestRecordingRanges: how the recorder merges what it read.
 
 import (
 	"bytes"
@@ -473,5 +477,41 @@ func TestRecordedWrongLayout(t *testing.T) {
 				t.Errorf("openRecorded with goroutine 1 reading as goid 99: %v", err)
 			}
 		})
+	}
+}
+
+// TestRecordingRanges checks how recordingMem merges the ranges it saw:
+// overlapping and adjacent ones into one, the bytes read last winning,
+// failed reads left out.
+func TestRecordingRanges(t *testing.T) {
+	inner := &fakeMem{regions: map[uint64][]byte{
+		0x1000: []byte("abcdefghijklmnop"),
+		0x2000: []byte("0123456789"),
+	}}
+	m := &recordingMem{inner: inner}
+	m.readAll([]read{
+		{addr: 0x1004, buf: make([]byte, 4)}, // efgh
+		{addr: 0x1000, buf: make([]byte, 4)}, // abcd: adjacent
+		{addr: 0x2008, buf: make([]byte, 2)}, // 89
+		{addr: 0x3000, buf: make([]byte, 2)}, // not mapped
+	})
+	copy(inner.regions[0x1000][6:], "XY") // the target changed
+	m.readAll([]read{
+		{addr: 0x1006, buf: make([]byte, 4)}, // XYij: overlaps, wins
+		{addr: 0x2002, buf: make([]byte, 2)}, // 23: apart from 89
+	})
+	want := []memRange{{0x1000, []byte("abcdefXYij")}, {0x2002, []byte("23")}, {0x2008, []byte("89")}}
+	if got := m.ranges(); !reflect.DeepEqual(got, want) {
+		t.Errorf("ranges %+v, want %+v", got, want)
+	}
+	r := &replayMem{ranges: want}
+	for _, c := range []struct {
+		addr uint64
+		n    int
+		ok   bool
+	}{{0x1000, 10, true}, {0x1009, 2, false}, {0x2002, 2, true}, {0x2003, 6, false}, {0xfff, 1, false}, {0x2008, 0, true}} {
+		if ok := r.peek(c.addr, make([]byte, c.n)); ok != c.ok {
+			t.Errorf("read of %d bytes at %#x: ok %v, want %v", c.n, c.addr, ok, c.ok)
+		}
 	}
 }
