@@ -44,6 +44,8 @@ package goroutines
 //   - TestRecordedWrongLayout: the layout of another Go version does not
 //     pass Open's check (ErrLayoutMismatch), nor a first g that is not
 //     goroutine 1.
+//   - TestRecordedBadExecutable: Open's errors about the executable (not
+//     amd64, no build info, no function table, no code to find allgs in).
 //   - TestRecordingRanges: how the recorder merges what it read.
 
 import (
@@ -238,6 +240,17 @@ func TestRecordedSnapshots(t *testing.T) {
 				t.Errorf("second snapshot took %d stacks from the cache, want at least %d", again.CachedStacks, len(expected))
 			}
 			t.Logf("%s: %d goroutines; %d batches of reads, then %d from the caches", rec.Build, len(snap.Goroutines), calls, mem.calls-calls)
+
+			// Through the merging wrapper Open puts around the memory:
+			// the recording has none of the gaps it bridges, so merged
+			// reads fail and are read again range by range.
+			r, mem = replay(t, rec, lr.exe)
+			r.mem = &merged{inner: mem}
+			snap, err = r.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkSame(t, r, snap, rec.Snapshot)
 		})
 	}
 }
@@ -441,6 +454,43 @@ func TestRecordedTorn(t *testing.T) {
 					t.Errorf("Snapshot without allgs: %d goroutines, error %v", len(snap.Goroutines), err)
 				}
 			})
+		})
+	}
+}
+
+// TestRecordedBadExecutable checks Open's errors about the executable,
+// through openRecorded, on spoiled copies of a recorded one.
+func TestRecordedBadExecutable(t *testing.T) {
+	lr := recordings(t)[0]
+	spoil := func(t *testing.T, change func(f *elf.File, b []byte)) error {
+		b := bytes.Clone(lr.exe)
+		f, err := elf.NewFile(bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		change(f, b)
+		if f, err = elf.NewFile(bytes.NewReader(b)); err != nil {
+			t.Fatal(err)
+		}
+		_, err = openRecorded(f, bytes.NewReader(b), lr.rec.LoadBias, &replayMem{ranges: lr.rec.Ranges})
+		return err
+	}
+	zero := func(b []byte, sec *elf.Section) { clear(b[sec.Offset : sec.Offset+sec.Size]) }
+	for _, c := range []struct {
+		name   string
+		change func(f *elf.File, b []byte)
+		want   error
+	}{
+		{"not amd64", func(f *elf.File, b []byte) { b[18], b[19] = byte(elf.EM_AARCH64), 0 }, ErrUnsupportedArch},
+		{"no build info", func(f *elf.File, b []byte) { zero(b, f.Section(".go.buildinfo")) }, ErrNotGo},
+		{"no function table", func(f *elf.File, b []byte) { zero(b, f.Section(".gopclntab")) }, nil},
+		{"no runtime.forEachG code", func(f *elf.File, b []byte) { zero(b, f.Section(".text")) }, rtlayout.ErrAllgsNotFound},
+	} {
+		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
+			err := spoil(t, c.change)
+			if err == nil || (c.want != nil && !errors.Is(err, c.want)) || !strings.HasPrefix(err.Error(), "recorded target") {
+				t.Errorf("openRecorded: %v, want %v", err, c.want)
+			}
 		})
 	}
 }
