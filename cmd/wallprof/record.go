@@ -258,7 +258,7 @@ type goTap struct {
 // add takes one sample from the session.
 func (r *recording) add(s *collect.RawSample) {
 	r.agg.Add(s)
-	if tap := r.goagg.Load(); tap != nil {
+	if tap := r.goagg.Load(); tap != nil && tap.s.Active() {
 		// Tag the sample with the goroutine the latest snapshot had on
 		// its thread; Attach checks that the stack is that goroutine's.
 		t := *s
@@ -617,8 +617,12 @@ func (r *recording) summary(p *profile.Profile) {
 		fmt.Fprintf(w, "wallprof: %s\n", r.gonote)
 	}
 	if g := p.GoInfo; g != nil {
-		fmt.Fprintf(w, "wallprof: goroutines (%s): up to %d, goroutine table read %d times every %s, %d inconsistent reads dropped; see 'wallprof report --goroutines'\n",
-			g.Version, g.MaxGoroutines, g.Snapshots, g.Interval, g.Dropped)
+		failed := ""
+		if g.Failed > 0 {
+			failed = fmt.Sprintf(", %d reads failed", g.Failed)
+		}
+		fmt.Fprintf(w, "wallprof: goroutines (%s): up to %d, goroutine table read %d times every %s, %d inconsistent reads dropped%s; see 'wallprof report --goroutines'\n",
+			g.Version, g.MaxGoroutines, g.Snapshots, g.Interval.Round(time.Microsecond), g.Dropped, failed)
 	}
 	if c := p.Cost; c != nil && c.BPFStatsShare > 0 {
 		est := ""

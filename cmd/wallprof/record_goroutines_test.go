@@ -64,8 +64,8 @@ func TestRecordGoroutines(t *testing.T) {
 			if v.toolchain != "" && p.GoInfo.Version != v.toolchain {
 				t.Errorf("Go version %q, built with %s", p.GoInfo.Version, v.toolchain)
 			}
-			t.Logf("%s: %d snapshots every %s, up to %d goroutines, %d inconsistent reads dropped, %d retried",
-				p.GoInfo.Version, p.GoInfo.Snapshots, p.GoInfo.Interval, p.GoInfo.MaxGoroutines, p.GoInfo.Dropped, p.GoInfo.Retried)
+			t.Logf("%s: %d snapshots every %s, up to %d goroutines, %d inconsistent reads dropped, %d retried, %d failed",
+				p.GoInfo.Version, p.GoInfo.Snapshots, p.GoInfo.Interval, p.GoInfo.MaxGoroutines, p.GoInfo.Dropped, p.GoInfo.Retried, p.GoInfo.Failed)
 			checkGoroutineGroups(t, p, truth)
 
 			// The CLI groups them by creation site.
@@ -195,11 +195,14 @@ func checkGoroutineGroups(t *testing.T, p *profile.Profile, truth *groundtruth.T
 			if reason == "" {
 				reason = "sleep"
 			}
+			// Woken, a goroutine waits for a P: up to a 10 ms time slice
+			// while main.compute's goroutines hold both, longer when the
+			// machine is busy. So the wait reason dominates, and the rest is
+			// runnable or running (or the pipe's system calls).
 			w := waitingFor(reason)
-			// The pipe's writer and reader also make their system calls.
-			if w < 70 || w+waitingFor("syscall")+share(a.state[profile.GRunnable]+a.state[profile.GRunning], a.total) < 97 {
-				t.Errorf("%s: waiting on %q %.1f%% of its time, running or runnable %.1f%%", g.Name, reason, w,
-					share(a.state[profile.GRunnable]+a.state[profile.GRunning], a.total))
+			if w < 50 || w+waitingFor("syscall")+share(a.state[profile.GRunnable]+a.state[profile.GRunning], a.total) < 95 {
+				t.Errorf("%s: waiting on %q %.1f%% of its time, running or runnable %.1f%%; by reason: %s", g.Name, reason, w,
+					share(a.state[profile.GRunnable]+a.state[profile.GRunning], a.total), reasons(a.reasons, a.total))
 			}
 		case "mutexContender":
 			// Go 1.24 named the reason; before, a contended Lock parks in

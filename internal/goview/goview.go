@@ -54,6 +54,7 @@ type Sampler struct {
 	key  []byte
 
 	running atomic.Pointer[map[int]uint64] // thread id -> goroutine the latest snapshot had running on it
+	active  atomic.Bool                    // snapshots are being taken
 	byID    map[uint64]*known              // what the snapshots learned of each goroutine
 }
 
@@ -88,9 +89,14 @@ func Start(pid int, interval time.Duration) (*Sampler, error) {
 		funcs: map[string]map[string]int{}, seen: map[uint64]bool{}, byID: map[uint64]*known{}, stop: make(chan struct{}), done: make(chan struct{})}
 	s.info.Version = r.GoVersion()
 	s.info.Interval = interval
+	s.active.Store(true)
 	go s.loop()
 	return s, nil
 }
+
+// Active reports whether snapshots are still being taken: thread samples
+// belong to the goroutine view only while they are.
+func (s *Sampler) Active() bool { return s.active.Load() }
 
 // Version returns the target's Go version.
 func (s *Sampler) Version() string { return s.info.Version }
@@ -99,17 +105,37 @@ func (s *Sampler) Version() string { return s.info.Version }
 // goroutines, they are taken less often than asked.
 const Budget = 0.05
 
+// maxFailures is how many snapshots in a row may fail before the
+// snapshots stop.
+const maxFailures = 20
+
 func (s *Sampler) loop() {
 	defer close(s.done)
+	defer s.active.Store(false)
 	var first, last time.Time
+	failures := 0
 	for {
 		snap, err := s.r.Snapshot()
 		if err != nil {
+			failures++
 			s.mu.Lock()
-			s.err = err
+			s.info.Failed++
+			if errors.Is(err, goroutines.ErrProcessGone) || failures >= maxFailures {
+				s.err = err
+				s.mu.Unlock()
+				return
+			}
 			s.mu.Unlock()
-			return
+			// A failed read charges nobody: the next snapshot's weight
+			// covers the time since the last good one.
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(s.interval):
+			}
+			continue
 		}
+		failures = 0
 		w := s.interval
 		if !last.IsZero() {
 			w = snap.Time.Sub(last)

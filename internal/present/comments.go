@@ -28,7 +28,7 @@ import (
 //	wallprof:v1 lost cause=<cause> n=<count>
 //	wallprof:v1 cost profiler_cpu=<ns> bpf_run=<ns> bpf_runs=<n> target_cpu=<ns> bpf_stats_permille=<share of the recording the BPF statistics were on, 1000 = exact>
 //	wallprof:v1 kernel mapping=<mapping id>
-//	wallprof:v1 goroutines version=<go version> snapshots=<n> interval=<ns> max=<n> dropped=<n> retried=<n>
+//	wallprof:v1 goroutines version=<go version> snapshots=<n> interval=<ns> max=<n> dropped=<n> retried=<n> failed=<n>
 //	wallprof:v1 note "<text>"
 //
 // Every file has the "profile" record, first: it marks the file as written
@@ -95,8 +95,8 @@ func encodeComments(p *profile.Profile) (human, records []string) {
 	if g := p.GoInfo; g != nil {
 		human = append(human, fmt.Sprintf("goroutines: %s, %d snapshots of the goroutine table every %s, up to %d goroutines, %d inconsistent reads dropped (sample type %q)",
 			g.Version, g.Snapshots, g.Interval, g.MaxGoroutines, g.Dropped, goroutineType))
-		rec = append(rec, fmt.Sprintf("%sgoroutines version=%s snapshots=%d interval=%d max=%d dropped=%d retried=%d",
-			commentLead, token(g.Version), g.Snapshots, int64(g.Interval), g.MaxGoroutines, g.Dropped, g.Retried))
+		rec = append(rec, fmt.Sprintf("%sgoroutines version=%s snapshots=%d interval=%d max=%d dropped=%d retried=%d failed=%d",
+			commentLead, token(g.Version), g.Snapshots, int64(g.Interval), g.MaxGoroutines, g.Dropped, g.Retried, g.Failed))
 	}
 	for _, n := range p.Notes {
 		human = append(human, "note: "+oneLine(n))
@@ -169,7 +169,7 @@ func (st *commentState) decodeComment(c string) (other bool, err error) {
 		}
 	case "goroutines":
 		st.goInfo = &profile.GoInfo{Version: f.str("version"), Snapshots: int(f.uint("snapshots")), Interval: f.dur("interval"),
-			MaxGoroutines: int(f.uint("max")), Dropped: int(f.uint("dropped")), Retried: int(f.uint("retried"))}
+			MaxGoroutines: int(f.uint("max")), Dropped: int(f.uint("dropped")), Retried: int(f.uint("retried")), Failed: int(f.uint("failed"))}
 	case "kernel":
 		if st.kernelMappings == nil {
 			st.kernelMappings = map[uint64]bool{}

@@ -71,6 +71,8 @@ type GoInfo struct {
 	// Dropped counts goroutine reads that stayed inconsistent after retries
 	// (the goroutine changed while it was read); Retried counts retries.
 	Dropped, Retried int
+	// Failed counts snapshots that could not be read at all.
+	Failed int
 }
 
 // Groups sums a goroutine view by group (creation site, else the
