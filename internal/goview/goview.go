@@ -22,14 +22,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/wallprof/wallprof/internal/goruntime/goroutines"
 	"github.com/wallprof/wallprof/internal/profile"
@@ -115,13 +112,6 @@ const maxFailures = 20
 func (s *Sampler) loop() {
 	defer close(s.done)
 	defer s.active.Store(false)
-	// Read at the lowest priority (nice 19, on a thread of our own): the
-	// reads must not take a CPU the target wants. Weights are the time
-	// between snapshots, so a late snapshot charges the time it waited.
-	// The thread is never unlocked: it ends with this goroutine, and its
-	// priority with it.
-	runtime.LockOSThread()
-	_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 19)
 	var first, last time.Time
 	failures := 0
 	for {
