@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -177,7 +176,6 @@ type drawnFrame struct {
 }
 
 func TestFlameBrowser(t *testing.T) {
-	browser := chromium(t)
 	prof := browserProfile(t)
 	page := filepath.Join(t.TempDir(), "flame.html")
 	if code, stderr := wallprof(t, "flame", prof, "-o", page, "--title", "wallprof flame: the C ground-truth workload (testdata/workloads/cgt)"); code != 0 {
@@ -190,36 +188,8 @@ func TestFlameBrowser(t *testing.T) {
 		t.Fatalf("no sample matches %s", search)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(browser),
-		chromedp.Flag("headless", true), chromedp.Flag("no-sandbox", true), chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true), chromedp.Flag("no-first-run", true),
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 720)}
-	actx, cancelA := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelA()
-	bctx, cancelB := chromedp.NewContext(actx)
-	defer cancelB()
-
-	// Collect what the page logs: console calls, uncaught exceptions and
-	// browser log entries (a blocked request, say).
-	var mu sync.Mutex
-	var logged []string
-	consoleDone := make(chan struct{})
-	cctx, stopConsole := context.WithCancel(bctx)
-	msgs := chromedp.Console(cctx)
-	go func() {
-		defer close(consoleDone)
-		for m, err := range msgs {
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			logged = append(logged, string(m.Type)+": "+m.Text)
-			mu.Unlock()
-		}
-	}()
+	br := newBrowser(t, 1280, 720)
+	bctx := br.ctx
 
 	url := "file://" + page
 	must := func(what string, err error) {
@@ -324,29 +294,7 @@ func TestFlameBrowser(t *testing.T) {
 	}
 
 	// A probe checks that console messages do reach the test.
-	const probe = "wallprof-flame-test-probe"
-	_, err = chromedp.Run(bctx, chromedp.Evaluate[chromedp.Void](`console.error("`+probe+`")`))
-	must("probe", err)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		mu.Lock()
-		seen := strings.Contains(strings.Join(logged, "\n"), probe)
-		mu.Unlock()
-		if seen || time.Now().After(deadline) {
-			if !seen {
-				t.Error("the console probe never arrived: page errors would go unnoticed")
-			}
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	stopConsole()
-	<-consoleDone
-	for _, l := range logged {
-		if !strings.Contains(l, probe) {
-			t.Errorf("the page logged %q", l)
-		}
-	}
+	br.checkNoErrors(t)
 }
 
 // pickFrame picks the widest frame under the root that is narrower than

@@ -35,10 +35,8 @@ type loadFlags struct {
 	asJSON, noKeepAlive bool
 }
 
-func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var f loadFlags
-	fs := flag.NewFlagSet("load", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+// register adds the flags that shape a load (shared by load and run).
+func (f *loadFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.rate, "rate", "", "open model: send at this constant rate, e.g. 1000/s, 50/100ms (needs --duration or --requests)")
 	fs.IntVar(&f.concurrency, "concurrency", 0, "closed model: this many workers send back to back (default 50 with --requests); with --rate: at most this many in flight")
 	fs.IntVar(&f.concurrency, "c", 0, "short for --concurrency")
@@ -48,6 +46,13 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&f.timeout, "timeout", load.DefaultTimeout, "time limit of each request")
 	fs.StringVar(&f.body, "body", "", "send the contents of this file as the request body")
 	fs.Var(&f.headers, "H", "add a request header 'Key: Value' (repeatable)")
+}
+
+func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var f loadFlags
+	fs := flag.NewFlagSet("load", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	f.register(fs)
 	fs.StringVar(&f.targets, "targets", "", "read targets from this file, in vegeta's format ('METHOD URL' lines, header lines, '@body-file'), sent in turn")
 	fs.BoolVar(&f.asJSON, "json", false, "write the result as JSON (schema "+load.Format+")")
 	fs.BoolVar(&f.noKeepAlive, "no-keepalive", false, "open a new connection for every request")

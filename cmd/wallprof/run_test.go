@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -207,35 +205,8 @@ func TestRunSearchServer(t *testing.T) {
 // checkReportInBrowser loads the report in headless Chromium: no page
 // error, every section drawn, no network request; it saves a screenshot.
 func checkReportInBrowser(t *testing.T, page string) {
-	browser := chromium(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(browser),
-		chromedp.Flag("headless", true), chromedp.Flag("no-sandbox", true), chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true), chromedp.Flag("no-first-run", true),
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900)}
-	actx, cancelA := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelA()
-	bctx, cancelB := chromedp.NewContext(actx)
-	defer cancelB()
-
-	var mu sync.Mutex
-	var logged []string
-	consoleDone := make(chan struct{})
-	cctx, stopConsole := context.WithCancel(bctx)
-	msgs := chromedp.Console(cctx)
-	go func() {
-		defer close(consoleDone)
-		for m, err := range msgs {
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			logged = append(logged, string(m.Type)+": "+m.Text)
-			mu.Unlock()
-		}
-	}()
+	br := newBrowser(t, 1280, 900)
+	bctx := br.ctx
 	must := func(what string, err error) {
 		t.Helper()
 		if err != nil {
@@ -280,29 +251,7 @@ func checkReportInBrowser(t *testing.T, page string) {
 	}
 	t.Logf("screenshot: %s", shot)
 
-	const probe = "wallprof-run-test-probe"
-	_, err = chromedp.Run(bctx, chromedp.Evaluate[chromedp.Void](`console.error("`+probe+`")`))
-	must("probe", err)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		mu.Lock()
-		seen := strings.Contains(strings.Join(logged, "\n"), probe)
-		mu.Unlock()
-		if seen || time.Now().After(deadline) {
-			if !seen {
-				t.Error("the console probe never arrived: page errors would go unnoticed")
-			}
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	stopConsole()
-	<-consoleDone
-	for _, l := range logged {
-		if !strings.Contains(l, probe) {
-			t.Errorf("the page logged %q", l)
-		}
-	}
+	br.checkNoErrors(t)
 }
 
 func TestRunBadInput(t *testing.T) {
