@@ -31,10 +31,11 @@ type labelSet struct {
 // strRef is a string header in the target.
 type strRef struct{ ptr, n uint64 }
 
-// readLabels fills in the Labels of the goroutines in snap. Label sets are
+// readLabels fills in the Labels of gs (ptrs[i] is gs[i]'s g.labels) and
+// returns how many of them could not be read. Label sets are
 // immutable once a goroutine points to them, so a set whose first bytes
 // read the same as in an earlier snapshot is taken from the cache.
-func (r *Reader) readLabels(snap *Snapshot, ptrs []uint64) {
+func (r *Reader) readLabels(gs []Goroutine, ptrs []uint64) (failed int) {
 	var want []uint64 // distinct label set addresses
 	seen := make(map[uint64]bool)
 	for _, p := range ptrs {
@@ -44,7 +45,7 @@ func (r *Reader) readLabels(snap *Snapshot, ptrs []uint64) {
 		}
 	}
 	if len(want) == 0 {
-		return
+		return 0
 	}
 	if r.labelSets == nil {
 		r.labelSets = make(map[uint64]*labelSet)
@@ -84,20 +85,16 @@ func (r *Reader) readLabels(snap *Snapshot, ptrs []uint64) {
 			sets[p] = ls
 		}
 	}
-	for i := range snap.Goroutines {
+	for i := range gs {
 		if p := ptrs[i]; p != 0 {
 			ls, ok := sets[p]
 			if !ok {
-				snap.LabelErrors++
+				failed++
 			}
-			snap.Goroutines[i].Labels = ls
+			gs[i].Labels = ls
 		}
 	}
-	for p, c := range r.labelSets {
-		if c.seen != r.snapshots {
-			delete(r.labelSets, p)
-		}
-	}
+	return failed
 }
 
 // readLabelSlices decodes label sets of Go 1.24+: {list []label}.

@@ -251,6 +251,36 @@ func TestRecordedSnapshots(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkSame(t, r, snap, rec.Snapshot)
+
+			// Read a few goroutines at a time, as the goroutine view does
+			// with large tables: the same snapshot, labels included, and
+			// each chunk handed over once, in order.
+			for _, n := range []int{1, 3, 7} {
+				r, _ = replay(t, rec, lr.exe)
+				var seen []uint64
+				calls, lastMore := 0, true
+				snap, err = r.SnapshotChunks(n, func(gs []Goroutine, more bool) {
+					calls++
+					if len(gs) > n || !lastMore {
+						t.Errorf("chunks of %d: a chunk of %d goroutines after more=%v", n, len(gs), lastMore)
+					}
+					lastMore = more
+					for _, g := range gs {
+						seen = append(seen, g.ID)
+					}
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkSame(t, r, snap, rec.Snapshot)
+				var ids []uint64
+				for _, g := range snap.Goroutines {
+					ids = append(ids, g.ID)
+				}
+				if !slices.Equal(seen, ids) || lastMore || calls < (snap.AllGs+n-1)/n {
+					t.Errorf("chunks of %d: %d calls (last more=%v) handed over %v, snapshot has %v", n, calls, lastMore, seen, ids)
+				}
+			}
 		})
 	}
 }

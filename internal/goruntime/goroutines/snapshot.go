@@ -83,7 +83,16 @@ type scratch struct {
 }
 
 // Snapshot reads the goroutine table once.
-func (r *Reader) Snapshot() (Snapshot, error) {
+func (r *Reader) Snapshot() (Snapshot, error) { return r.SnapshotChunks(0, nil) }
+
+// SnapshotChunks reads the goroutine table once, n goroutines at a time
+// (n <= 0: all at once): after each chunk, with its goroutines read, labels
+// included, it calls each (when not nil) with them and whether more chunks
+// follow. each may pause, so that a large table is read in short bursts
+// spread over time rather than in one long one that takes a CPU away from
+// the target for milliseconds; the goroutines of a chunk are read when it
+// comes. The returned Snapshot has every chunk's goroutines.
+func (r *Reader) SnapshotChunks(n int, each func(chunk []Goroutine, more bool)) (Snapshot, error) {
 	snap := Snapshot{Time: time.Now()}
 	gps, err := r.readAllgs()
 	if err != nil {
@@ -91,26 +100,43 @@ func (r *Reader) Snapshot() (Snapshot, error) {
 	}
 	snap.AllGs = len(gps)
 	snap.Goroutines = make([]Goroutine, 0, len(gps))
-	pending := append(r.scratch.pending[:0], gps...)
-	for attempt := 0; len(pending) > 0; attempt++ {
-		if attempt > r.maxRetry {
-			snap.Dropped += len(pending)
-			break
-		}
-		if attempt > 0 {
-			snap.Retried += len(pending)
-		}
-		pending = r.readGoroutines(pending, &snap, attempt == r.maxRetry)
+	if n <= 0 {
+		n = len(gps)
 	}
-	r.scratch.pending = pending[:0]
-	ptrs := make([]uint64, len(snap.Goroutines))
-	for i, g := range snap.Goroutines {
-		ptrs[i] = g.labelsAddr
+	var ptrs []uint64
+	for lo := 0; lo < len(gps); lo += n {
+		hi := min(lo+n, len(gps))
+		start := len(snap.Goroutines)
+		pending := append(r.scratch.pending[:0], gps[lo:hi]...)
+		for attempt := 0; len(pending) > 0; attempt++ {
+			if attempt > r.maxRetry {
+				snap.Dropped += len(pending)
+				break
+			}
+			if attempt > 0 {
+				snap.Retried += len(pending)
+			}
+			pending = r.readGoroutines(pending, &snap, attempt == r.maxRetry)
+		}
+		r.scratch.pending = pending[:0]
+		chunk := snap.Goroutines[start:]
+		ptrs = ptrs[:0]
+		for _, g := range chunk {
+			ptrs = append(ptrs, g.labelsAddr)
+		}
+		snap.LabelErrors += r.readLabels(chunk, ptrs)
+		if each != nil {
+			each(chunk, hi < len(gps))
+		}
 	}
-	r.readLabels(&snap, ptrs)
 	for gp, c := range r.stacks {
 		if c.seen != r.snapshots {
 			delete(r.stacks, gp) // exited, or read afresh this time
+		}
+	}
+	for p, c := range r.labelSets {
+		if c.seen != r.snapshots {
+			delete(r.labelSets, p)
 		}
 	}
 	r.snapshots++

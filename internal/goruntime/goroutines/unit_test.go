@@ -343,19 +343,19 @@ func TestLabelMapGrowing(t *testing.T) {
 	put(lm, 0, 0x1000)
 	m.regions[0x800] = lm
 
-	snap := Snapshot{Goroutines: []Goroutine{{ID: 1}}}
-	r.readLabels(&snap, []uint64{0x800})
+	gs := []Goroutine{{ID: 1}}
+	failed := r.readLabels(gs, []uint64{0x800})
 	want := []Label{{"a", "1"}, {"b", "2"}, {"c", "3"}, {"d", "4"}}
-	if !slices.Equal(snap.Goroutines[0].Labels, want) || snap.LabelErrors != 0 {
-		t.Errorf("labels %q (%d errors), want %q", snap.Goroutines[0].Labels, snap.LabelErrors, want)
+	if !slices.Equal(gs[0].Labels, want) || failed != 0 {
+		t.Errorf("labels %q (%d errors), want %q", gs[0].Labels, failed, want)
 	}
 	// A bucket that cannot be read: no labels, counted.
 	delete(m.regions, 0x3000)
 	r.labelSets = nil
-	snap = Snapshot{Goroutines: []Goroutine{{ID: 1}}}
-	r.readLabels(&snap, []uint64{0x800})
-	if snap.Goroutines[0].Labels != nil || snap.LabelErrors != 1 {
-		t.Errorf("with a missing overflow bucket: labels %q, %d errors", snap.Goroutines[0].Labels, snap.LabelErrors)
+	gs = []Goroutine{{ID: 1}}
+	failed = r.readLabels(gs, []uint64{0x800})
+	if gs[0].Labels != nil || failed != 1 {
+		t.Errorf("with a missing overflow bucket: labels %q, %d errors", gs[0].Labels, failed)
 	}
 }
 
