@@ -53,6 +53,7 @@ type Sampler struct {
 	done chan struct{}
 	key  []byte
 
+	slots   []slot                         // by goroutines.Goroutine.Slot
 	running atomic.Pointer[map[int]uint64] // thread id -> goroutine the latest snapshot had running on it
 	active  atomic.Bool                    // snapshots are being taken
 	byID    map[uint64]*known              // what the snapshots learned of each goroutine
@@ -62,6 +63,22 @@ type Sampler struct {
 type known struct {
 	start, createdBy string
 	labels           map[string]string
+}
+
+// slot is what the previous snapshot charged for the goroutine in one slot
+// of the goroutine table: a goroutine still parked where it was (the same
+// stack and label slices, shared by the reader's caches) is charged to the
+// same entry without building its key again.
+type slot struct {
+	goid   uint64
+	e      *entry
+	stack  []uint64
+	labels []goroutines.Label
+}
+
+// same reports whether a and b are the same slice (not only equal).
+func same[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // entry is aggregated time of one goroutine in one state with one stack.
@@ -105,14 +122,23 @@ func (s *Sampler) Version() string { return s.info.Version }
 // goroutines, they are taken less often than asked.
 const Budget = 0.05
 
-// Chunk is how many goroutines a snapshot reads in one burst. Between
-// bursts the reader sleeps as long as the budget asks (19 times the burst),
-// so that a large goroutine table is read over the whole interval in
-// bursts of a fraction of a millisecond instead of taking a CPU from the
-// target for milliseconds at a time: at 10,000 goroutines, one 14 ms burst
-// every 280 ms raised a server's p99 latency by about a fifth, spread out
-// it did not (doc/goroutines.md).
-const Chunk = 256
+// Chunk is how many goroutines a snapshot reads at a time, and Burst how
+// long the reader may run before it pauses, for as long as the budget asks
+// (19 times the burst). A large goroutine table is so read over the whole
+// interval in bursts of half a millisecond instead of taking a CPU from the
+// target for milliseconds: at 10,000 goroutines, one 14 ms burst every
+// 280 ms raised a server's p99 latency by about a fifth; half-millisecond
+// bursts did not, 2 ms bursts did (doc/goroutines.md).
+const (
+	Chunk = 128
+	Burst = 500 * time.Microsecond
+)
+
+// pauseCost is what one pause between chunks costs the Go runtime of this
+// process besides the reads (the timer, threads parked and woken: about ten
+// context switches), counted against the budget: measured 150–180 µs on a
+// 2-CPU VM.
+const pauseCost = 150 * time.Microsecond
 
 // maxFailures is how many snapshots in a row may fail before the
 // snapshots stop.
@@ -134,13 +160,14 @@ func (s *Sampler) loop() {
 		running := map[int]uint64{}
 		snap, err := s.r.SnapshotChunks(Chunk, func(gs []goroutines.Goroutine, more bool) {
 			s.add(gs, w, running)
-			d := time.Since(burst)
+			if !more || time.Since(burst) < Burst {
+				return
+			}
+			d := time.Since(burst) + pauseCost
 			busy += d
-			if more {
-				select {
-				case <-s.stop: // finish this snapshot without pauses
-				case <-time.After(time.Duration(float64(d) * (1/Budget - 1))):
-				}
+			select {
+			case <-s.stop: // finish this snapshot without pauses
+			case <-time.After(time.Duration(float64(d)*(1/Budget)) - d):
 			}
 			burst = time.Now()
 		})
@@ -206,7 +233,7 @@ func (s *Sampler) Stop() error {
 
 // name returns the function at pc in the target, or "".
 func (s *Sampler) name(pc uint64) string {
-	if pc == 0 {
+	if pc == 0 || s.r == nil {
 		return ""
 	}
 	if _, _, fn, ok := s.r.Table().FuncRange(pc - s.r.LoadBias()); ok {
@@ -226,9 +253,16 @@ func (s *Sampler) add(gs []goroutines.Goroutine, w time.Duration, running map[in
 		if g.System {
 			continue
 		}
-		if !s.seen[g.ID] {
-			s.seen[g.ID] = true
-			s.creator(g, name)
+		for g.Slot >= len(s.slots) {
+			s.slots = append(s.slots, slot{})
+		}
+		sl := &s.slots[g.Slot]
+		if sl.goid != g.ID {
+			*sl = slot{goid: g.ID}
+			if !s.seen[g.ID] {
+				s.seen[g.ID] = true
+				s.creator(g, name)
+			}
 		}
 		if g.TID != 0 && (g.Status == goroutines.Running || g.Status == goroutines.Copystack) {
 			running[g.TID] = g.ID
@@ -261,7 +295,11 @@ func (s *Sampler) add(gs []goroutines.Goroutine, w time.Duration, running map[in
 		if len(g.Stack) == 0 {
 			continue
 		}
-		e := s.entry(g, st, reason)
+		e := sl.e
+		if e == nil || e.state != st || e.reason != reason || !same(sl.stack, g.Stack) || !same(sl.labels, g.Labels) {
+			e = s.entry(g, st, reason)
+			sl.e, sl.stack, sl.labels = e, g.Stack, g.Labels
+		}
 		e.value += int64(w)
 		if e.createdBy == "" && e.goFunction == "" {
 			e.createdBy = nameCall(name, g.GoPC)

@@ -1,8 +1,10 @@
 package goview
 
 import (
+	"slices"
 	"testing"
 
+	"github.com/wallprof/wallprof/internal/goruntime/goroutines"
 	"github.com/wallprof/wallprof/internal/profile"
 )
 
@@ -160,5 +162,54 @@ func TestAttach(t *testing.T) {
 		if l.ID != uint64(i+1) {
 			t.Fatalf("location %d has ID %d", i, l.ID)
 		}
+	}
+}
+
+// add charges each goroutine of a chunk to the entry of its (goroutine,
+// state, reason, labels, stack); a goroutine parked where it was reuses its
+// slot's entry, and a new goroutine in a reused slot gets its own.
+func TestAdd(t *testing.T) {
+	s := &Sampler{entries: map[string]*entry{}, funcs: map[string]map[string]int{}, seen: map[uint64]bool{}, byID: map[uint64]*known{}}
+	parked := []uint64{0x1000, 0x2000}
+	other := []uint64{0x1000, 0x3000}
+	labels := []goroutines.Label{{Key: "k", Value: "v"}}
+	running := map[int]uint64{}
+	chan1 := goroutines.Goroutine{ID: 7, Slot: 0, Status: goroutines.Waiting, WaitReason: "chan receive", Stack: parked}
+	sleep := goroutines.Goroutine{ID: 8, Slot: 1, Status: goroutines.Waiting, WaitReason: "sleep", Stack: other, Labels: labels}
+	onCPU := goroutines.Goroutine{ID: 9, Slot: 2, Status: goroutines.Running, TID: 42}
+	s.add([]goroutines.Goroutine{chan1, sleep, onCPU}, 10, running)
+	s.add([]goroutines.Goroutine{chan1, sleep}, 10, running)
+	// The same stack read again (an equal, not the same, slice): same entry.
+	again := chan1
+	again.Stack = append([]uint64(nil), parked...)
+	s.add([]goroutines.Goroutine{again}, 5, running)
+	// Goroutine 7 woke and now waits in select; goroutine 8's labels changed;
+	// goroutine 9 exited and its g was reused by goroutine 10.
+	sel := chan1
+	sel.WaitReason = "select"
+	relabeled := sleep
+	relabeled.Labels = []goroutines.Label{{Key: "k", Value: "w"}}
+	reused := goroutines.Goroutine{ID: 10, Slot: 2, Status: goroutines.Waiting, WaitReason: "chan receive", Stack: parked}
+	s.add([]goroutines.Goroutine{sel, relabeled, reused}, 1, running)
+
+	if running[42] != 9 {
+		t.Errorf("running %v, want thread 42 running goroutine 9", running)
+	}
+	type want struct {
+		goid   uint64
+		reason string
+		label  string
+		value  int64
+	}
+	var got []want
+	for _, e := range s.order {
+		got = append(got, want{e.goid, e.reason, e.labels["k"], e.value})
+	}
+	exp := []want{{7, "chan receive", "", 25}, {8, "sleep", "v", 20}, {7, "select", "", 1}, {8, "sleep", "w", 1}, {10, "chan receive", "", 1}}
+	if !slices.Equal(got, exp) {
+		t.Errorf("entries\n got %v\nwant %v", got, exp)
+	}
+	if len(s.seen) != 4 {
+		t.Errorf("%d goroutines seen, want 4", len(s.seen))
 	}
 }

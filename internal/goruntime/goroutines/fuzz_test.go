@@ -28,7 +28,7 @@ func FuzzSnapshot(f *testing.F) {
 		}
 		m := &fakeMem{regions: map[uint64][]byte{0x10000: mem}}
 		r := &Reader{layout: l, allgs: 0x10000, mem: m, system: map[uint64]bool{},
-			stacks: map[uint64]*cachedStack{}, cacheAge: 16,
+			cacheAge: 16,
 			maxRetry: 3, maxDepth: 64, maxStack: 4096, maxAllgs: 64, frame: frame{maxDepth: 64}}
 		for i := 0; i < 2; i++ {
 			snap, err := r.Snapshot()

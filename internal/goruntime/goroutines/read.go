@@ -3,6 +3,7 @@ package goroutines
 // gplan is one goroutine being read in a round.
 type gplan struct {
 	gp      uint64
+	slot    int   // its index in allgs
 	first   gview // as read
 	v       gview // with bp derived where the runtime did not save it
 	status  Status
@@ -25,14 +26,14 @@ const (
 // each g again. Goroutines read consistently are appended to snap; the
 // addresses of the others are returned for another round. In the last
 // round, a stack whose frames stop fitting is kept up to there.
-func (r *Reader) readGoroutines(gps []uint64, snap *Snapshot, last bool) []uint64 {
+func (r *Reader) readGoroutines(gps []gref, snap *Snapshot, last bool) []gref {
 	plans, retry := r.planRound(gps, snap)
 	reads := r.readRound(plans)
 	for i := range plans {
 		p := &plans[i]
 		g, ok := r.finish(p, reads, last)
 		if !ok {
-			retry = append(retry, p.gp)
+			retry = append(retry, gref{p.gp, p.slot})
 			continue
 		}
 		snap.Goroutines = append(snap.Goroutines, g)
@@ -44,43 +45,43 @@ func (r *Reader) readGoroutines(gps []uint64, snap *Snapshot, last bool) []uint6
 // planRound reads every g once and decides what else to read for each.
 // Goroutines whose stack is in the cache go straight to snap; those whose
 // g is unreadable or implausible are returned in retry.
-func (r *Reader) planRound(gps []uint64, snap *Snapshot) (plans []gplan, retry []uint64) {
+func (r *Reader) planRound(gps []gref, snap *Snapshot) (plans []gplan, retry []gref) {
 	gs := r.layout.Offsets.GSize
 	sc := &r.scratch
 	sc.gbufA = grow(sc.gbufA, len(gps)*gs)
 	reads := sc.reads[:0]
-	for i, gp := range gps {
-		reads = append(reads, read{addr: gp, buf: sc.gbufA[i*gs : (i+1)*gs]})
+	for i, g := range gps {
+		reads = append(reads, read{addr: g.gp, buf: sc.gbufA[i*gs : (i+1)*gs]})
 	}
 	r.mem.readAll(reads)
 	sc.reads = reads
 
 	plans = sc.plans[:0]
 	budget := stackBudget
-	for i, gp := range gps {
+	for i, gr := range gps {
+		gp := gr.gp
 		v := r.parseG(reads[i].buf)
 		if !reads[i].ok || !plausible(v) {
-			retry = append(retry, gp) // rare: allocated only then
+			retry = append(retry, gr) // rare: allocated only then
 			continue
 		}
 		st := Status(v.status &^ scanBit)
 		if !st.exists() {
 			continue
 		}
-		p := gplan{gp: gp, v: v, first: v, status: st, stack: -1, mread: -1}
+		p := gplan{gp: gp, slot: gr.slot, v: v, first: v, status: st, stack: -1, mread: -1}
 		if st == Syscall && !r.layout.SyscallSavesBP() {
 			p.v.bp = r.frameBP(v.pc, v.sp)
 		}
-		if c := r.stacks[gp]; c != nil && v.m == 0 && c.v == v && r.snapshots-c.readAt < r.cacheAge+int(v.goid%16) {
+		if c := &r.stacks[gr.slot]; c.gp == gp && v.m == 0 && c.v == v && r.snapshots-c.readAt < r.cacheAge+int(v.goid%16) {
 			// Unchanged since a consistent read: same stack.
-			c.seen = r.snapshots
 			snap.Goroutines = append(snap.Goroutines, r.goroutine(&p, 0, c.stack, c.truncated))
 			snap.CachedStacks++
 			continue
 		}
 		if st.hasStack() {
 			if v := p.v; v.sp < v.lo || v.sp >= v.hi || (v.bp != 0 && (v.bp < v.sp || v.bp >= v.hi)) {
-				retry = append(retry, gp)
+				retry = append(retry, gr)
 				continue
 			}
 			p.winLen = int(min(p.v.hi-p.v.sp, uint64(r.maxStack)))
@@ -156,7 +157,9 @@ func (r *Reader) finish(p *gplan, reads []read, last bool) (Goroutine, bool) {
 		// Still so after every retry: keep the frames that fit.
 		u.truncated = true
 	} else if r.cacheAge > 0 && p.v.m == 0 {
-		r.stacks[p.gp] = &cachedStack{v: p.first, stack: u.stack, truncated: u.truncated, readAt: r.snapshots, seen: r.snapshots}
+		r.stacks[p.slot] = cachedStack{gp: p.gp, v: p.first, stack: u.stack, truncated: u.truncated, readAt: r.snapshots}
+	} else {
+		r.stacks[p.slot] = cachedStack{}
 	}
 	stack, truncated := u.stack, u.truncated
 	return r.goroutine(p, tid, stack, truncated), true
@@ -166,7 +169,7 @@ func (r *Reader) finish(p *gplan, reads []read, last bool) (Goroutine, bool) {
 func (r *Reader) goroutine(p *gplan, tid int, stack []uint64, truncated bool) Goroutine {
 	g := Goroutine{
 		ID: p.v.goid, ParentID: p.v.parent, Status: p.status,
-		GoPC: p.v.gopc, StartPC: p.v.startpc, Addr: p.gp, TID: tid,
+		GoPC: p.v.gopc, StartPC: p.v.startpc, Addr: p.gp, Slot: p.slot, TID: tid,
 		System: r.isSystem(p.v.startpc), Stack: stack, Truncated: truncated,
 		labelsAddr: p.v.labels,
 	}
@@ -180,13 +183,20 @@ func (r *Reader) goroutine(p *gplan, tid int, stack []uint64, truncated bool) Go
 // was read. While its g reads the same (goid, state, wait reason, saved
 // pc/sp/bp, stack bounds), it has not run in between, or ran and stopped
 // at the very same place, so its stack is the same; entries expire after
-// cacheAge snapshots (plus up to 15, to spread the refreshes).
+// cacheAge snapshots (plus up to 15, to spread the refreshes). The cache is
+// indexed by the g's position in allgs, which the runtime only appends to.
 type cachedStack struct {
+	gp        uint64 // the g it belongs to; 0: none
 	v         gview
 	stack     []uint64
 	truncated bool
 	readAt    int // number of the snapshot that read it
-	seen      int // number of the last snapshot that found its g
+}
+
+// gref is a g to read and its index in allgs.
+type gref struct {
+	gp   uint64
+	slot int
 }
 
 // atEntry reports whether the function at pc has not pushed anything yet

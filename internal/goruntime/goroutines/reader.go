@@ -65,10 +65,10 @@ type Reader struct {
 	maxStack  int
 	maxAllgs  int
 	scratch   scratch
-	snapshots int                     // number of the next snapshot
-	stacks    map[uint64]*cachedStack // by g address
-	cacheAge  int                     // 0: no stack cache
-	labelSets map[uint64]*labelSet    // by address
+	snapshots int                  // number of the next snapshot
+	stacks    []cachedStack        // by index in allgs
+	cacheAge  int                  // 0: no stack cache
+	labelSets map[uint64]*labelSet // by address
 	frame     frame
 	// frameSizes caches the pcsp value at return addresses; -1: none.
 	frameSizes map[uint64]int64
@@ -87,7 +87,7 @@ type Reader struct {
 func (r *Reader) SetStackCache(maxAge int) {
 	r.cacheAge = max(maxAge, 0)
 	if r.cacheAge == 0 {
-		clear(r.stacks)
+		r.stacks = nil
 	}
 }
 
@@ -187,8 +187,8 @@ func newReader(pid int, x exeInfo, bias uint64, mem memory) (*Reader, error) {
 	r := &Reader{
 		pid: pid, version: x.version, layout: x.layout, table: x.table,
 		allgs: x.allgs + bias, allgsHow: x.allgsHow, bias: bias, mem: mem,
-		system: make(map[uint64]bool),
-		stacks: make(map[uint64]*cachedStack), cacheAge: 16,
+		system:   make(map[uint64]bool),
+		cacheAge: 16,
 		maxRetry: 3, maxDepth: 512, maxStack: 256 << 10, maxAllgs: maxAllgs,
 		labelSets: make(map[uint64]*labelSet),
 	}

@@ -41,6 +41,11 @@ type Goroutine struct {
 	// Labels are the goroutine's pprof labels, sorted by key.
 	Labels []Label
 	Addr   uint64 // address of its runtime.g
+	// Slot is the position of its g in the goroutine table (runtime.allgs),
+	// which the runtime only appends to. The runtime reuses the g
+	// of an exited goroutine for a new one, at the same slot: a slot with
+	// the same ID is the same goroutine.
+	Slot int
 
 	labelsAddr uint64 // g.labels
 }
@@ -78,7 +83,7 @@ type scratch struct {
 	gbufB   []byte
 	stacks  []byte
 	mbufs   []byte
-	pending []uint64
+	pending []gref
 	plans   []gplan
 }
 
@@ -103,11 +108,21 @@ func (r *Reader) SnapshotChunks(n int, each func(chunk []Goroutine, more bool)) 
 	if n <= 0 {
 		n = len(gps)
 	}
+	// One cache entry per allgs slot; a g past the end of a shorter allgs
+	// (read while it grew) has none.
+	if len(r.stacks) > len(gps) {
+		clear(r.stacks[len(gps):])
+		r.stacks = r.stacks[:len(gps)]
+	}
+	r.stacks = append(r.stacks, make([]cachedStack, len(gps)-len(r.stacks))...)
 	var ptrs []uint64
 	for lo := 0; lo < len(gps); lo += n {
 		hi := min(lo+n, len(gps))
 		start := len(snap.Goroutines)
-		pending := append(r.scratch.pending[:0], gps[lo:hi]...)
+		pending := r.scratch.pending[:0]
+		for i := lo; i < hi; i++ {
+			pending = append(pending, gref{gps[i], i})
+		}
 		for attempt := 0; len(pending) > 0; attempt++ {
 			if attempt > r.maxRetry {
 				snap.Dropped += len(pending)
@@ -127,11 +142,6 @@ func (r *Reader) SnapshotChunks(n int, each func(chunk []Goroutine, more bool)) 
 		snap.LabelErrors += r.readLabels(chunk, ptrs)
 		if each != nil {
 			each(chunk, hi < len(gps))
-		}
-	}
-	for gp, c := range r.stacks {
-		if c.seen != r.snapshots {
-			delete(r.stacks, gp) // exited, or read afresh this time
 		}
 	}
 	for p, c := range r.labelSets {

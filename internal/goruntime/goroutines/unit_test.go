@@ -145,7 +145,7 @@ func TestCheckLayout(t *testing.T) {
 
 func TestStackCache(t *testing.T) {
 	r, m := fakeTarget(t)
-	r.stacks, r.cacheAge = map[uint64]*cachedStack{}, 16
+	r.stacks, r.cacheAge = nil, 16
 	first, err := r.Snapshot()
 	if err != nil {
 		t.Fatal(err)
