@@ -97,15 +97,21 @@ func TestRecordCaddy(t *testing.T) {
 	// network.
 	var serve, serveIO int64
 	var states [profile.NumGStates]int64
+	funcs := map[string]bool{}
 	for _, g := range p.Goroutines {
-		// Go 1.19 starts `go c.serve(ctx)` through a closure, Serve.func3.
 		if g.CreatedBy == "net/http.(*Server).Serve" && goStackHas(g, "net/http.(*conn).serve") {
 			serve += g.Value
 			states[g.State] += g.Value
 			if g.WaitReason == "IO wait" {
 				serveIO += g.Value
 			}
+			funcs[g.Func] = true
 		}
+	}
+	// Go 1.19 starts `go c.serve(ctx)` in a closure the compiler made,
+	// Serve.func3; the goroutine's function is the one it calls.
+	if len(funcs) != 1 || !funcs["net/http.(*conn).serve"] {
+		t.Errorf("connection goroutines' functions %v, want net/http.(*conn).serve", funcs)
 	}
 	if serve == 0 || states[profile.GRunning] == 0 || serveIO == 0 {
 		t.Errorf("net/http.(*conn).serve goroutines: %v in all, by state %v, %v in IO wait", time.Duration(serve),

@@ -41,7 +41,7 @@ func TestGoroutineFunc(t *testing.T) {
 			"net/http.(*Server).Serve.gowrap3", "net/http.(*Server).Serve.gowrap3", true},
 	} {
 		start, ok := goroutineStart(tc.stack)
-		fn, _ := goroutineFunc(tc.stack)
+		fn, _ := goroutineFunc(tc.stack, isGoWrapper)
 		if ok != tc.isGoroutine || start != tc.start || fn != tc.fn {
 			t.Errorf("%v: start %q fn %q ok %v; want %q %q %v", tc.stack, start, fn, ok, tc.start, tc.fn, tc.isGoroutine)
 		}
@@ -56,7 +56,7 @@ func TestGoroutineFunc(t *testing.T) {
 func TestResolveWrappers(t *testing.T) {
 	running := &profile.GoSample{Stack: []*profile.Location{loc("main.work"), loc("main.F.gowrap1"), loc("runtime.goexit")}, Func: "main.work", Value: 5}
 	unstarted := &profile.GoSample{Stack: []*profile.Location{loc("main.F.gowrap1"), loc("runtime.goexit")}, Func: "main.F.gowrap1", Value: 1}
-	resolveWrappers([]*profile.GoSample{running, unstarted})
+	resolveWrappers([]*profile.GoSample{running, unstarted}, isGoWrapper)
 	if unstarted.Func != "main.work" {
 		t.Errorf("a goroutine caught before it started: %q, want main.work", unstarted.Func)
 	}

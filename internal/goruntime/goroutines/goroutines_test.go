@@ -227,8 +227,14 @@ func checkExpected(t *testing.T, r *Reader, snap Snapshot) {
 		}
 		// A goroutine whose call has arguments starts in a wrapper:
 		// creator.gowrapN (Go 1.22+) or creator.funcN.
-		if start := funcName(r, g.StartPC); start != e.fn && !strings.HasPrefix(start, e.creator+".") {
+		start := funcName(r, g.StartPC)
+		if start != e.fn && !strings.HasPrefix(start, e.creator+".") {
 			t.Errorf("%s: starts at %q", desc, start)
+		}
+		// Up to Go 1.21 the wrapper is told by the function table only.
+		wrapper := start != e.fn && !strings.Contains(start, ".gowrap")
+		if r.IsGoWrapper(g.StartPC) != wrapper {
+			t.Errorf("%s: starts at %q, IsGoWrapper %v", desc, start, !wrapper)
 		}
 		if fs := frames(r, g); fs[0] != "runtime.gopark" || fs[len(fs)-1] != "runtime.goexit" {
 			t.Errorf("%s: stack does not run from runtime.gopark to runtime.goexit", desc)

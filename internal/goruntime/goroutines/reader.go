@@ -274,6 +274,26 @@ func (r *Reader) Close() error { return r.mem.close() }
 // GoVersion returns the Go version that built the target ("go1.22.12").
 func (r *Reader) GoVersion() string { return r.version }
 
+// IsGoWrapper reports whether the function at startpc (a goroutine's start
+// pc) is a wrapper the compiler generated, such as the closure Go 1.19 to
+// 1.21 make for a go statement with arguments (`go c.serve(ctx)` starts
+// in net/http.(*Server).Serve.func3): the runtime's tracebacks leave such
+// frames out. From Go 1.22 on the closure is named F.gowrapN instead.
+func (r *Reader) IsGoWrapper(startpc uint64) bool {
+	if r.table == nil {
+		return false
+	}
+	// abi.FuncIDWrapper (cmd/internal/objabi/funcid.go in Go 1.19 and 1.20,
+	// internal/abi/symtab.go in Go 1.21): 21.
+	switch rtlayout.Minor(r.version) {
+	case "go1.19", "go1.20", "go1.21":
+	default:
+		return false
+	}
+	id, ok := r.table.FuncID(startpc - r.bias)
+	return ok && id == 21
+}
+
 // Layout returns the runtime layout in use.
 func (r *Reader) Layout() rtlayout.Layout { return r.layout }
 

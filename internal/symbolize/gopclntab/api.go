@@ -96,6 +96,17 @@ func (t *Table) FuncRange(pc uint64) (entry, end uint64, name string, ok bool) {
 	return fn.entry, fn.end, t.funcName(fn.nameOff), true
 }
 
+// FuncID returns the funcID byte of the function containing pc (the
+// runtime's abi.FuncID, which marks special runtime functions and
+// compiler-generated wrappers; its values depend on the Go version).
+func (t *Table) FuncID(pc uint64) (uint8, bool) {
+	fn, ok := t.findFunc(pc)
+	if !ok {
+		return 0, false
+	}
+	return fn.funcID, true
+}
+
 // TextRange returns the range of pcs covered by the function table: from
 // the first function's entry to the end of the last function (exclusive).
 func (t *Table) TextRange() (start, end uint64) {

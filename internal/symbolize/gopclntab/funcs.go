@@ -24,7 +24,8 @@ type funcInfo struct {
 	npcdata   uint32
 	cuOffset  uint32
 	nfuncdata uint8
-	fixedSize int // size of the _func before its pcdata array
+	funcID    uint8 // the runtime's abi.FuncID; its values vary with the Go version
+	fixedSize int   // size of the _func before its pcdata array
 }
 
 // ftabEntry returns functab entry i (0 <= i <= nfunc): the function's entry
@@ -91,6 +92,7 @@ func (t *Table) decodeFunc(off uint64) (funcInfo, bool) {
 		npcdata:   u32(6),
 		cuOffset:  u32(7),
 		nfuncdata: b[fixed-1],
+		funcID:    b[fixed-4],
 		fixedSize: fixed,
 	}
 	return fn, true
