@@ -629,12 +629,13 @@ func (r *recording) summary(p *profile.Profile) {
 		if c.BPFStatsShare < 0.999 {
 			est = fmt.Sprintf(", estimated from the %.0f%% of the time it was measured", 100*c.BPFStatsShare)
 		}
-		fmt.Fprintf(w, "wallprof: cost: profiler CPU %s (%s of target CPU), BPF %s (%s) in %d program runs%s\n",
+		fmt.Fprintf(w, "wallprof: cost: profiler CPU %s while recording (%s of target CPU), BPF %s (%s) in %d program runs%s; %s of CPU to start\n",
 			c.ProfilerCPU.Round(time.Microsecond), pct(c.ProfilerCPU, c.TargetCPU),
-			c.BPFRunTime.Round(time.Microsecond), pct(c.BPFRunTime, c.TargetCPU), c.BPFRunCount, est)
+			c.BPFRunTime.Round(time.Microsecond), pct(c.BPFRunTime, c.TargetCPU), c.BPFRunCount, est,
+			c.StartupCPU.Round(time.Millisecond))
 	} else if c != nil {
-		fmt.Fprintf(w, "wallprof: cost: profiler CPU %s (%s of target CPU), BPF run time not measured\n",
-			c.ProfilerCPU.Round(time.Microsecond), pct(c.ProfilerCPU, c.TargetCPU))
+		fmt.Fprintf(w, "wallprof: cost: profiler CPU %s while recording (%s of target CPU), BPF run time not measured; %s of CPU to start\n",
+			c.ProfilerCPU.Round(time.Microsecond), pct(c.ProfilerCPU, c.TargetCPU), c.StartupCPU.Round(time.Millisecond))
 	}
 	size := int64(0)
 	if fi, err := os.Stat(r.flags.output); err == nil {

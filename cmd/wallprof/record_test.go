@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -404,5 +406,46 @@ func TestRecordFollowsChildren(t *testing.T) {
 	}
 	if !found {
 		t.Error("the child's burn_cpu is in no stack: its process was not symbolized")
+	}
+}
+
+// With the kernel's BPF statistics already on (an administrator's sysctl),
+// the sampled mode must not scale the measured run time up as if it had
+// been measured a tenth of the time: the programs were measured throughout.
+func TestRecordCostWithStatsAlreadyOn(t *testing.T) {
+	requireRecording(t)
+	const sysctl = "/proc/sys/kernel/bpf_stats_enabled"
+	old, err := os.ReadFile(sysctl)
+	if err != nil {
+		t.Skipf("no %s: %v", sysctl, err)
+	}
+	if err := os.WriteFile(sysctl, []byte("1"), 0o644); err != nil {
+		t.Fatalf("turn BPF statistics on: %v", err)
+	}
+	defer os.WriteFile(sysctl, old, 0o644)
+
+	pp := groundtruth.Build(t, "pingpong")
+	out := filepath.Join(t.TempDir(), "pp.pb.gz")
+	code, stderr := wallprof(t, "record", "-o", out, "--", pp, "--iters", "100000")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	m := regexp.MustCompile(`switches_per_s=(\d+)`).FindStringSubmatch(stderr)
+	e := regexp.MustCompile(`elapsed_ns=(\d+)`).FindStringSubmatch(stderr)
+	r := regexp.MustCompile(`BPF [0-9.]+[µnm]?s \([0-9.]+%\) in (\d+) program runs([^;\n]*)`).FindStringSubmatch(stderr)
+	if m == nil || e == nil || r == nil {
+		t.Fatalf("no switch rate or BPF cost in:\n%s", stderr)
+	}
+	if strings.Contains(r[2], "estimated") {
+		t.Errorf("BPF run time estimated from a window although the statistics were on throughout: %q", r[0])
+	}
+	rate, _ := strconv.ParseFloat(m[1], 64)
+	ns, _ := strconv.ParseFloat(e[1], 64)
+	runs, _ := strconv.ParseFloat(r[1], 64)
+	switches := rate * ns / 1e9
+	// sched_switch and at most a few other programs run per context
+	// switch; scaled up from a window, the count came out ~7 per switch.
+	if per := runs / switches; per < 0.8 || per > 4 {
+		t.Errorf("%.0f program runs for %.0f context switches (%.2f per switch), want 1 to 4:\n%s", runs, switches, per, stderr)
 	}
 }

@@ -44,7 +44,8 @@ type Session struct {
 
 	startNs   uint64
 	wallStart time.Time
-	cpuStart  time.Duration
+	cpuOpen   time.Duration // CPU time when Open began
+	cpuStart  time.Duration // CPU time when recording began (probes attached)
 
 	done     chan struct{}
 	finished chan struct{}
@@ -75,7 +76,7 @@ func Open(plan Plan) (*Session, error) {
 		finished: make(chan struct{}),
 		exits:    map[uint32]*ThreadExit{},
 	}
-	s.cpuStart = linux.CPUTime()
+	s.cpuOpen = linux.CPUTime()
 	if err := s.load(); err != nil {
 		s.Close()
 		var verr *ebpf.VerifierError
@@ -124,6 +125,7 @@ func Open(plan Plan) (*Session, error) {
 		return nil, fmt.Errorf("open BPF ring buffer: %w", err)
 	}
 	s.reader = rd
+	s.cpuStart = linux.CPUTime()
 	return s, nil
 }
 

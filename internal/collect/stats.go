@@ -3,6 +3,8 @@ package collect
 import (
 	"fmt"
 	"io"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -84,6 +86,12 @@ func (w *statsSwitch) disable() {
 func (w *statsSwitch) start(mode StatsMode) {
 	w.stop, w.done = make(chan struct{}), make(chan struct{})
 	w.enable()
+	if statsAlreadyOn() {
+		// Someone else keeps them on (sysctl kernel.bpf_stats_enabled=1):
+		// the programs are measured all the time whatever we do, and a
+		// total scaled up from a window would be too large.
+		mode = StatsFull
+	}
 	if mode != StatsSampled {
 		close(w.done)
 		return
@@ -109,6 +117,14 @@ func (w *statsSwitch) start(mode StatsMode) {
 			on = !on
 		}
 	}()
+}
+
+// statsAlreadyOn reports whether the kernel's BPF statistics are on before
+// wallprof turns them on (the sysctl shows the administrator's setting;
+// wallprof's own descriptor does not change it).
+func statsAlreadyOn() bool {
+	b, err := os.ReadFile("/proc/sys/kernel/bpf_stats_enabled")
+	return err == nil && strings.TrimSpace(string(b)) == "1"
 }
 
 // finish turns the statistics off and returns how long they were on.

@@ -48,6 +48,7 @@ type Result struct {
 // the sink given to Run) and closes the thread accounting at the end time.
 // Run must have been started.
 func (s *Session) Stop() (*Result, error) {
+	cpuStop := linux.CPUTime()
 	iterErr := s.dumpOffCPU()
 	s.detach()
 	end := linux.Monotonic()
@@ -111,7 +112,8 @@ func (s *Session) Stop() (*Result, error) {
 	for _, t := range res.Threads {
 		res.Cost.TargetCPU += time.Duration(t.Time[profile.OnCPU])
 	}
-	res.Cost.ProfilerCPU = linux.CPUTime() - s.cpuStart
+	res.Cost.ProfilerCPU = cpuStop - s.cpuStart
+	res.Cost.StartupCPU = s.cpuStart - s.cpuOpen
 	if on := s.stats.finish(); on > 0 {
 		rt, n := s.bpfStats()
 		res.Cost.BPFStatsShare = float64(on) / float64(time.Duration(end-s.startNs))

@@ -74,9 +74,9 @@ func encodeComments(p *profile.Profile) (human, records []string) {
 	if c := p.Cost; c != nil {
 		human = append(human, fmt.Sprintf("wallprof cost: profiler CPU %s, BPF run time %s in %d runs, target CPU %s",
 			fmtDur(int64(c.ProfilerCPU)), fmtDur(int64(c.BPFRunTime)), c.BPFRunCount, fmtDur(int64(c.TargetCPU))))
-		rec = append(rec, fmt.Sprintf("%scost profiler_cpu=%d bpf_run=%d bpf_runs=%d target_cpu=%d bpf_stats_permille=%d",
+		rec = append(rec, fmt.Sprintf("%scost profiler_cpu=%d bpf_run=%d bpf_runs=%d target_cpu=%d bpf_stats_permille=%d startup_cpu=%d",
 			commentLead, int64(c.ProfilerCPU), int64(c.BPFRunTime), c.BPFRunCount, int64(c.TargetCPU),
-			int64(c.BPFStatsShare*1000+0.5)))
+			int64(c.BPFStatsShare*1000+0.5), int64(c.StartupCPU)))
 	}
 	for _, m := range p.Mappings {
 		if m != nil && m.Kernel && !isKernelFile(m.File) {
@@ -161,6 +161,9 @@ func (st *commentState) decodeComment(c string) (other bool, err error) {
 			BPFRunTime:  f.dur("bpf_run"),
 			BPFRunCount: f.uint("bpf_runs"),
 			TargetCPU:   f.dur("target_cpu"),
+		}
+		if f.has("startup_cpu") {
+			st.cost.StartupCPU = f.dur("startup_cpu")
 		}
 		if f.has("bpf_stats_permille") {
 			st.cost.BPFStatsShare = float64(f.uint("bpf_stats_permille")) / 1000

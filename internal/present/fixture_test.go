@@ -76,7 +76,7 @@ func testProfile() *profile.Profile {
 		Samples:  smp,
 		Threads:  threads,
 		Lost:     map[string]uint64{"ringbuf-full": 3, "stack-read-failed": 1, "odd cause=x": 2},
-		Cost:     &profile.Cost{ProfilerCPU: 12 * d, BPFRunTime: 3 * d, BPFRunCount: 12345, TargetCPU: 1200 * d},
+		Cost:     &profile.Cost{ProfilerCPU: 12 * d, StartupCPU: 48 * d, BPFRunTime: 3 * d, BPFRunCount: 12345, TargetCPU: 1200 * d},
 		Notes:    []string{"target exited with status 0", "a note\nover two lines"},
 	}
 }

@@ -126,6 +126,7 @@ type StateTotal struct {
 type CostReport struct {
 	ProfilerCPUNS      int64   `json:"profiler_cpu_ns"`
 	ProfilerCPUPercent float64 `json:"profiler_cpu_percent"` // of target_cpu_ns; 0 if that is 0
+	StartupCPUNS       int64   `json:"startup_cpu_ns"`       // before recording: loading and attaching the BPF programs
 	BPFRunNS           int64   `json:"bpf_run_ns"`
 	BPFRunPercent      float64 `json:"bpf_run_percent"` // of target_cpu_ns; 0 if that is 0
 	BPFRuns            uint64  `json:"bpf_runs"`
@@ -236,6 +237,7 @@ func NewReport(p *profile.Profile, top int) *Report {
 		r.Cost = &CostReport{
 			ProfilerCPUNS:      int64(c.ProfilerCPU),
 			ProfilerCPUPercent: pct(int64(c.ProfilerCPU), int64(c.TargetCPU)),
+			StartupCPUNS:       int64(c.StartupCPU),
 			BPFRunNS:           int64(c.BPFRunTime),
 			BPFRunPercent:      pct(int64(c.BPFRunTime), int64(c.TargetCPU)),
 			BPFRuns:            c.BPFRunCount,

@@ -85,8 +85,12 @@ func writeHeader(w io.Writer, r *Report) {
 	}
 	kv.add("lost events:", lostSummary(r.Lost))
 	if c := r.Cost; c != nil {
-		kv.add("wallprof cost:", fmt.Sprintf("profiler CPU %s (%s of target CPU), BPF run time %s (%s) in %d runs; target CPU %s",
-			fmtDur(c.ProfilerCPUNS), costPct(c.ProfilerCPUPercent, c.TargetCPUNS),
+		startup := ""
+		if c.StartupCPUNS > 0 {
+			startup = fmt.Sprintf(", %s to start", fmtDur(c.StartupCPUNS))
+		}
+		kv.add("wallprof cost:", fmt.Sprintf("profiler CPU %s while recording (%s of target CPU)%s; BPF run time %s (%s) in %d runs; target CPU %s",
+			fmtDur(c.ProfilerCPUNS), costPct(c.ProfilerCPUPercent, c.TargetCPUNS), startup,
 			fmtDur(c.BPFRunNS), costPct(c.BPFRunPercent, c.TargetCPUNS), c.BPFRuns, fmtDur(c.TargetCPUNS)))
 	}
 	if g := r.Goroutines; g != nil {

@@ -153,7 +153,13 @@ type Profile struct {
 
 // Cost is the profiler's own resource use during a recording.
 type Cost struct {
-	ProfilerCPU time.Duration // wallprof process user+system CPU time
+	// ProfilerCPU is the wallprof process's user+system CPU time while it
+	// recorded, from the probes' attachment to the start of Stop.
+	ProfilerCPU time.Duration
+	// StartupCPU is its CPU time before that: loading the BPF programs
+	// (the kernel's verifier runs in the process) and attaching them. It
+	// is spent before a launched command starts, once per recording.
+	StartupCPU  time.Duration
 	BPFRunTime  time.Duration // run time of wallprof's BPF programs (kernel BPF statistics)
 	BPFRunCount uint64
 	// BPFStatsShare is the share of the recording during which the kernel's

@@ -68,7 +68,7 @@ var (
 	finishRE    = regexp.MustCompile(`(?i)(?:wrote|written|writ(?:e|ing)|flush\w*|finish\w*|finaliz\w*|saved?)\b.*?\bin\s+` + durRE)
 	finishAltR  = regexp.MustCompile(`(?i)(?:exit|end)\w*\s+to\s+(?:profile\s+)?(?:written|write|output)\w*\s*[:=]?\s*` + durRE)
 	finishAfter = regexp.MustCompile(`(?i)(?:wrote|written)\b.*?` + durRE + `\s+after\b`)
-	cpuPctRE    = regexp.MustCompile(`(?i)profiler\s+CPU\s*[:=]?\s*` + durRE + `\s*\(\s*([0-9.]+)\s*%`)
+	cpuPctRE    = regexp.MustCompile(`(?i)profiler\s+CPU\s*[:=]?\s*` + durRE + `(?:\s+while\s+recording)?\s*\(\s*([0-9.]+)\s*%`)
 	bpfPctRE    = regexp.MustCompile(`(?i)\bBPF\s*(?:time|run time|CPU)?\s*[:=]?\s*` + durRE + `\s*\(\s*([0-9.]+)\s*%`)
 	runsRE      = regexp.MustCompile(`(?i)\bin\s+([0-9]+)\s+(?:BPF\s+)?program\s+runs`)
 	peakMemRE   = regexp.MustCompile(`(?i)peak\s+memory\s*[:=]?\s*([0-9.]+)\s*(KiB|MiB|GiB|kB|MB|GB)`)

@@ -57,6 +57,12 @@ wallprof: wrote /tmp/x.pb.gz (pprof, 5206 bytes) 196ms after the recording ended
 	if !r.HasCost || r.HasBPF || r.CPUPct != 1.23 || r.Finish != 196*time.Millisecond || r.PeakMiB != 44 {
 		t.Errorf("--no-bpf-stats lines: got %+v", r)
 	}
+	// Since the start-up cost is reported apart from the recording's.
+	r = parseSelfReport(`wallprof: cost: profiler CPU 6.912ms while recording (0.26% of target CPU), BPF 64.3ms (2.43%) in 781416 program runs, estimated from the 11% of the time it was measured; 48ms of CPU to start`)
+	if !r.HasCost || !r.HasBPF || r.ProfilerCPU != 6912*time.Microsecond || r.CPUPct != 0.26 || r.BPF != 64300*time.Microsecond ||
+		r.BPFPct != 2.43 || r.Runs != 781416 {
+		t.Errorf("while-recording line: got %+v", r)
+	}
 	if r := parseSelfReport("pingpong: iters=1 elapsed_ns=5\n"); r.HasCost || r.HasFinish {
 		t.Errorf("found a cost in workload output: %+v", r)
 	}
