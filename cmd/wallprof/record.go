@@ -395,6 +395,11 @@ func statsMode(s string) collect.StatsMode {
 	return m
 }
 
+// goTagReadInterval is how often the ring buffer is read while the goroutine
+// view runs (samples are tagged with the goroutine its latest snapshot saw on
+// the thread when they are read).
+const goTagReadInterval = 100 * time.Millisecond
+
 // started tells the user that recording has begun.
 func (r *recording) started(what string) {
 	if r.flags.quiet {
@@ -424,8 +429,14 @@ func (r *recording) wait(ctx context.Context, exited <-chan struct{}) stopReason
 		defer t.Stop()
 		timeout = t.C
 	}
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
+	// The status line's ticker runs only when there is a status line: every
+	// wake-up of this process costs a target that shares its CPU.
+	var ticks <-chan time.Time
+	if r.status {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		ticks = tick.C
+	}
 	start := time.Now()
 	defer func() {
 		if r.status {
@@ -440,12 +451,10 @@ func (r *recording) wait(ctx context.Context, exited <-chan struct{}) stopReason
 			return stopDuration
 		case <-exited:
 			return stopExited
-		case <-tick.C:
-			if r.status {
-				n, lost := r.session.Counts()
-				fmt.Fprintf(r.stderr, "\r\033[Kwallprof: recording %s · %d samples · %d lost · Ctrl-C to stop",
-					time.Since(start).Round(time.Second), n, lost)
-			}
+		case <-ticks:
+			n, lost := r.session.Counts()
+			fmt.Fprintf(r.stderr, "\r\033[Kwallprof: recording %s · %d samples · %d lost · Ctrl-C to stop",
+				time.Since(start).Round(time.Second), n, lost)
 		}
 	}
 }
@@ -483,6 +492,9 @@ func (r *recording) build() *profile.Profile {
 		kr = kernel
 	} else {
 		r.notes = append(r.notes, fmt.Sprintf("kernel frames are not symbolized: %v", err))
+	}
+	if n := r.result.RecoveredSwitchIns; n > 0 {
+		r.notes = append(r.notes, fmt.Sprintf("the kernel did not report %d switches to a recorded thread; each was taken when the thread ran (sched_exit_tp), with exact times and its stack, so nothing is lost", n))
 	}
 	p := collect.Build(r.result, r.agg, kr, r.command)
 	if r.gview != nil && r.goaggDone != nil {
@@ -545,6 +557,9 @@ func (r *recording) startGoroutines(pid int, gate string) {
 			r.goagg.Store(&goTap{s: s, agg: collect.NewAggregator(func(pid int) (collect.ProcessResolver, error) {
 				return r.cache.NewProcess(pid)
 			})})
+			// Samples are tagged with the goroutine of the latest
+			// snapshot when they are read: read them soon after.
+			r.session.SetReadInterval(goTagReadInterval)
 			return
 		} else if errors.Is(err, goview.ErrNotGo) || gate == "" || time.Now().After(deadline) {
 			if !errors.Is(err, goview.ErrNotGo) {

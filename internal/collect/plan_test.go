@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wallprof/wallprof/internal/collect/bpf"
 )
 
 func TestPlanValidate(t *testing.T) {
@@ -74,5 +76,28 @@ func TestPlanPeriodNs(t *testing.T) {
 		if (Plan{Freq: f}).PeriodNs() == 0 {
 			t.Fatalf("PeriodNs at %d Hz is 0", f)
 		}
+	}
+}
+
+// The names of the lost counters follow the BPF program's enum: one per
+// entry of the lost array, and the recovered switch-ins' slot unnamed (they
+// are not a loss and are reported apart).
+func TestLostNamesMatchProgram(t *testing.T) {
+	spec, err := bpf.LoadWallprof()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := spec.Maps["lost"]
+	if m == nil {
+		t.Fatal("no lost map in the BPF object")
+	}
+	if int(m.MaxEntries) != len(lostNames) {
+		t.Errorf("lost map has %d entries, lostNames %d", m.MaxEntries, len(lostNames))
+	}
+	if recoveredSwitchIn >= len(lostNames) || lostNames[recoveredSwitchIn] != "" {
+		t.Errorf("recovered switch-ins (counter %d) must not be named as a loss", recoveredSwitchIn)
+	}
+	if lostNames[recoveredSwitchIn-1] != "unreported-switch-out" {
+		t.Errorf("counter %d is %q, want unreported-switch-out before the recovered switch-ins", recoveredSwitchIn-1, lostNames[recoveredSwitchIn-1])
 	}
 }

@@ -69,6 +69,10 @@ enum {
 	LOST_STASH,
 	LOST_SWITCH_OUT, /* a switch-out without the switch-in before it */
 	LOST_SWITCH_IN,  /* a switch-in without the switch-out before it */
+	/* Not a loss: a switch-in the kernel did not report, taken at
+	 * sched_exit_tp in the thread's own context, with exact times and its
+	 * stack. Counted in the same per-CPU array. */
+	RECOVERED_SWITCH_IN,
 	NLOST,
 };
 
@@ -975,7 +979,7 @@ static __always_inline void late_switch_in(void *ctx, struct tstate *st)
 	struct task_struct *task = bpf_get_current_task_btf();
 	u64 rc;
 	u64 now = sched_now(task, false, &rc);
-	count_lost(LOST_SWITCH_OUT);
+	count_lost(RECOVERED_SWITCH_IN);
 	u64 d[NSTATES] = {};
 	if (now > st->out_ts) {
 		u8 k = st->out_state < NSTATES ? st->out_state : ST_OTHER;
