@@ -50,6 +50,7 @@ type Session struct {
 	startNs   uint64
 	wallStart time.Time
 	poll      atomic.Int64  // ring-buffer read interval (time.Duration)
+	resume    bool          // accounting at each thread's resumption (see resumeMode)
 	cpuOpen   time.Duration // CPU time when Open began
 	cpuStart  time.Duration // CPU time when recording began (probes attached)
 
@@ -156,11 +157,14 @@ func (s *Session) load() error {
 	var o struct {
 		coreObjects
 		OnSchedExit *ebpf.Program `ebpf:"on_sched_exit"`
+		OnResume    *ebpf.Program `ebpf:"on_resume"`
+		OnTaskExit  *ebpf.Program `ebpf:"on_task_exit"`
 	}
 	if err := s.spec.LoadAndAssign(&o, nil); err != nil {
 		return s.spec.LoadAndAssign(&s.objs.core, nil)
 	}
 	s.objs.core, s.objs.exitTP = o.coreObjects, o.OnSchedExit
+	s.objs.resume, s.objs.taskExit = o.OnResume, o.OnTaskExit
 	return nil
 }
 
@@ -186,6 +190,19 @@ func boolByte(b bool) uint8 {
 }
 
 func (s *Session) attach() error {
+	if s.resumeMode() {
+		if err := s.attachResume(); err == nil {
+			return nil
+		} else if os.Getenv("WALLPROF_RESUME") == "1" {
+			return err
+		}
+		// Fall back to the switch-time accounting below.
+		s.detach()
+		s.resume = false
+		if err := s.objs.core.ResumeMode.Set(uint8(0)); err != nil {
+			return fmt.Errorf("configure BPF program (resume_mode): %w", err)
+		}
+	}
 	// With sched_exit_tp and the kernel's schedstat, the runnable part of
 	// an off-CPU interval comes from schedstat at the switch-in and
 	// sched_wakeup is not probed. WALLPROF_RUN_DELAY=0 probes it anyway
@@ -246,6 +263,39 @@ func (s *Session) attach() error {
 			}
 		}
 	}
+	return s.attachCPUClock()
+}
+
+// resumeMode reports whether to account at the resumption of each thread
+// (sched_exit_tp, Linux 6.16+, with the kernel's schedstat): one program run
+// per context switch instead of two. WALLPROF_RESUME=0 says no (to compare).
+func (s *Session) resumeMode() bool {
+	return s.objs.resume != nil && s.objs.taskExit != nil && hasSchedstat() && os.Getenv("WALLPROF_RESUME") != "0"
+}
+
+// attachResume attaches the programs of resume mode: the accounting at each
+// thread's resumption and exit, thread and process creation, and the
+// on-CPU timer.
+func (s *Session) attachResume() error {
+	if err := s.objs.core.ResumeMode.Set(uint8(1)); err != nil {
+		return fmt.Errorf("configure BPF program (resume_mode): %w", err)
+	}
+	if err := s.objs.core.UseRd.Set(uint8(1)); err != nil {
+		return fmt.Errorf("configure BPF program (use_rd): %w", err)
+	}
+	s.resume = true
+	for _, p := range []*ebpf.Program{s.objs.core.OnWakeupNew, s.objs.core.OnFork, s.objs.taskExit, s.objs.resume} {
+		l, err := link.AttachTracing(link.TracingOptions{Program: p})
+		if err != nil {
+			return fmt.Errorf("attach scheduler tracepoint %s: %w", p, err)
+		}
+		s.links = append(s.links, l)
+	}
+	return s.attachCPUClock()
+}
+
+// attachCPUClock opens the on-CPU sampling timer on every CPU.
+func (s *Session) attachCPUClock() error {
 	cpus, err := linux.OnlineCPUs()
 	if err != nil {
 		return err
@@ -278,15 +328,31 @@ func (s *Session) SeedThreads(pid int) error {
 	first := s.startNs
 	for _, t := range tasks {
 		st := bpf.WallprofTstate{FirstTs: first, Pid: uint32(pid)}
-		switch t.State {
-		case 'R':
-			st.OnCpu, st.InTs = 1, first
-		case 'S':
-			st.OutState, st.OutTs = uint8(profile.Sleeping), first
-		case 'D':
-			st.OutState, st.OutTs = uint8(profile.Disk), first
-		default:
-			st.OutState, st.OutTs = uint8(profile.Other), first
+		if s.resume {
+			// Resume mode: where its counters stand now, as at a
+			// switch-in. A thread off CPU now has its block already
+			// counted: one voluntary switch fewer, so that its next
+			// resumption closes the interval as a block.
+			c, err := linux.ReadTaskCounters(pid, t.TID)
+			if err != nil {
+				continue // exited meanwhile
+			}
+			st.OnCpu, st.InTs, st.CpuMark, st.Pad = 1, first, first, 1
+			st.LastExec, st.RdOut, st.LastRunnable, st.WakeTs = c.ExecNs, c.RunDelayNs, c.Voluntary, c.Involunt
+			if t.State != 'R' && st.LastRunnable > 0 {
+				st.LastRunnable--
+			}
+		} else {
+			switch t.State {
+			case 'R':
+				st.OnCpu, st.InTs = 1, first
+			case 'S':
+				st.OutState, st.OutTs = uint8(profile.Sleeping), first
+			case 'D':
+				st.OutState, st.OutTs = uint8(profile.Disk), first
+			default:
+				st.OutState, st.OutTs = uint8(profile.Other), first
+			}
 		}
 		err := s.objs.core.Threads.Update(uint32(t.TID), &st, ebpf.UpdateNoExist)
 		if err != nil && !errors.Is(err, ebpf.ErrKeyExist) {
@@ -419,8 +485,11 @@ type objects struct {
 	core coreObjects
 	// exitTP runs at sched_exit_tp (a switched-in thread's own context),
 	// where the kernel has it (Linux 6.16+); nil otherwise.
-	exitTP   *ebpf.Program
-	optional []*ebpf.Program
+	exitTP *ebpf.Program
+	// resume and taskExit do the whole accounting at sched_exit_tp and
+	// sched_process_exit (resume mode, see on_resume); loaded with exitTP.
+	resume, taskExit *ebpf.Program
+	optional         []*ebpf.Program
 }
 
 // coreObjects are the programs and maps that every recording needs.
@@ -444,12 +513,13 @@ type coreObjects struct {
 	BSS         *ebpf.Map      `ebpf:".bss"` // start_ns and the clock offset, shared with optional programs
 	StartNs     *ebpf.Variable `ebpf:"start_ns"`
 	UseRd       *ebpf.Variable `ebpf:"use_rd"`
+	ResumeMode  *ebpf.Variable `ebpf:"resume_mode"`
 }
 
 func (o *objects) programs() []*ebpf.Program {
 	c := &o.core
 	return append([]*ebpf.Program{c.OnSwitch, c.OnWakeup, c.OnWakeupNew, c.OnFork, c.OnSysExit,
-		c.OnCpuSample, c.DumpOffcpu, o.exitTP}, o.optional...)
+		c.OnCpuSample, c.DumpOffcpu, o.exitTP, o.resume, o.taskExit}, o.optional...)
 }
 
 func (o *objects) Close() error {
@@ -458,7 +528,7 @@ func (o *objects) Close() error {
 			p.Close()
 		}
 	}
-	o.optional, o.exitTP = nil, nil
+	o.optional, o.exitTP, o.resume, o.taskExit = nil, nil, nil, nil
 	c := &o.core
 	for _, m := range []*ebpf.Map{c.Events, c.Lost, c.Pendings, c.Targets, c.Tgids, c.Threads, c.Stash, c.Scratch, c.CPUIn, c.BSS} {
 		if m != nil {

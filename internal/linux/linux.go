@@ -314,3 +314,55 @@ func HasKprobes() bool {
 	}
 	return false
 }
+
+// TaskCounters are the scheduler's counters of one thread, as /proc shows
+// them: its CPU time and its time waiting on a run queue (schedstat, in
+// nanoseconds), and its voluntary and involuntary context switches.
+type TaskCounters struct {
+	ExecNs, RunDelayNs  uint64
+	Voluntary, Involunt uint64
+}
+
+// ReadTaskCounters reads /proc/PID/task/TID/schedstat and status.
+func ReadTaskCounters(pid, tid int) (TaskCounters, error) {
+	var c TaskCounters
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "task", strconv.Itoa(tid))
+	b, err := os.ReadFile(filepath.Join(dir, "schedstat"))
+	if err != nil {
+		return c, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return c, fmt.Errorf("%s/schedstat: %q", dir, b)
+	}
+	if c.ExecNs, err = strconv.ParseUint(f[0], 10, 64); err != nil {
+		return c, fmt.Errorf("%s/schedstat: %w", dir, err)
+	}
+	if c.RunDelayNs, err = strconv.ParseUint(f[1], 10, 64); err != nil {
+		return c, fmt.Errorf("%s/schedstat: %w", dir, err)
+	}
+	b, err = os.ReadFile(filepath.Join(dir, "status"))
+	if err != nil {
+		return c, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		switch k {
+		case "voluntary_ctxt_switches":
+			if err != nil {
+				return c, fmt.Errorf("%s/status: %w", dir, err)
+			}
+			c.Voluntary = n
+		case "nonvoluntary_ctxt_switches":
+			if err != nil {
+				return c, fmt.Errorf("%s/status: %w", dir, err)
+			}
+			c.Involunt = n
+		}
+	}
+	return c, nil
+}

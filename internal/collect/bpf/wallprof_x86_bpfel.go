@@ -97,16 +97,19 @@ const (
 	WallprofProgDumpOffcpu  = "dump_offcpu"
 	WallprofProgOnCpuSample = "on_cpu_sample"
 	WallprofProgOnFork      = "on_fork"
+	WallprofProgOnResume    = "on_resume"
 	WallprofProgOnSchedExit = "on_sched_exit"
 	WallprofProgOnSwitch    = "on_switch"
 	WallprofProgOnSwitchIn  = "on_switch_in"
 	WallprofProgOnSysExit   = "on_sys_exit"
+	WallprofProgOnTaskExit  = "on_task_exit"
 	WallprofProgOnWakeup    = "on_wakeup"
 	WallprofProgOnWakeupNew = "on_wakeup_new"
 	WallprofVarClockCal     = "clock_cal"
 	WallprofVarClockOff     = "clock_off"
 	WallprofVarFollowForks  = "follow_forks"
 	WallprofVarPeriodNs     = "period_ns"
+	WallprofVarResumeMode   = "resume_mode"
 	WallprofVarStartNs      = "start_ns"
 	WallprofVarUnusedExit   = "unused_exit"
 	WallprofVarUnusedSample = "unused_sample"
@@ -158,10 +161,12 @@ type WallprofProgramSpecs struct {
 	DumpOffcpu  *ebpf.ProgramSpec `ebpf:"dump_offcpu"`
 	OnCpuSample *ebpf.ProgramSpec `ebpf:"on_cpu_sample"`
 	OnFork      *ebpf.ProgramSpec `ebpf:"on_fork"`
+	OnResume    *ebpf.ProgramSpec `ebpf:"on_resume"`
 	OnSchedExit *ebpf.ProgramSpec `ebpf:"on_sched_exit"`
 	OnSwitch    *ebpf.ProgramSpec `ebpf:"on_switch"`
 	OnSwitchIn  *ebpf.ProgramSpec `ebpf:"on_switch_in"`
 	OnSysExit   *ebpf.ProgramSpec `ebpf:"on_sys_exit"`
+	OnTaskExit  *ebpf.ProgramSpec `ebpf:"on_task_exit"`
 	OnWakeup    *ebpf.ProgramSpec `ebpf:"on_wakeup"`
 	OnWakeupNew *ebpf.ProgramSpec `ebpf:"on_wakeup_new"`
 }
@@ -189,6 +194,7 @@ type WallprofVariableSpecs struct {
 	ClockOff     *ebpf.VariableSpec `ebpf:"clock_off"`
 	FollowForks  *ebpf.VariableSpec `ebpf:"follow_forks"`
 	PeriodNs     *ebpf.VariableSpec `ebpf:"period_ns"`
+	ResumeMode   *ebpf.VariableSpec `ebpf:"resume_mode"`
 	StartNs      *ebpf.VariableSpec `ebpf:"start_ns"`
 	UnusedExit   *ebpf.VariableSpec `ebpf:"unused_exit"`
 	UnusedSample *ebpf.VariableSpec `ebpf:"unused_sample"`
@@ -248,6 +254,7 @@ type WallprofVariables struct {
 	ClockOff     *ebpf.Variable `ebpf:"clock_off"`
 	FollowForks  *ebpf.Variable `ebpf:"follow_forks"`
 	PeriodNs     *ebpf.Variable `ebpf:"period_ns"`
+	ResumeMode   *ebpf.Variable `ebpf:"resume_mode"`
 	StartNs      *ebpf.Variable `ebpf:"start_ns"`
 	UnusedExit   *ebpf.Variable `ebpf:"unused_exit"`
 	UnusedSample *ebpf.Variable `ebpf:"unused_sample"`
@@ -261,10 +268,12 @@ type WallprofPrograms struct {
 	DumpOffcpu  *ebpf.Program `ebpf:"dump_offcpu"`
 	OnCpuSample *ebpf.Program `ebpf:"on_cpu_sample"`
 	OnFork      *ebpf.Program `ebpf:"on_fork"`
+	OnResume    *ebpf.Program `ebpf:"on_resume"`
 	OnSchedExit *ebpf.Program `ebpf:"on_sched_exit"`
 	OnSwitch    *ebpf.Program `ebpf:"on_switch"`
 	OnSwitchIn  *ebpf.Program `ebpf:"on_switch_in"`
 	OnSysExit   *ebpf.Program `ebpf:"on_sys_exit"`
+	OnTaskExit  *ebpf.Program `ebpf:"on_task_exit"`
 	OnWakeup    *ebpf.Program `ebpf:"on_wakeup"`
 	OnWakeupNew *ebpf.Program `ebpf:"on_wakeup_new"`
 }
@@ -274,10 +283,12 @@ func (p *WallprofPrograms) Close() error {
 		p.DumpOffcpu,
 		p.OnCpuSample,
 		p.OnFork,
+		p.OnResume,
 		p.OnSchedExit,
 		p.OnSwitch,
 		p.OnSwitchIn,
 		p.OnSysExit,
+		p.OnTaskExit,
 		p.OnWakeup,
 		p.OnWakeupNew,
 	)

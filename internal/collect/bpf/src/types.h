@@ -40,6 +40,7 @@ struct sched_entity {
 struct sched_info {
 	unsigned long long run_delay;   /* total, up to the latest arrival */
 	unsigned long long last_queued; /* when the current wait began, 0 if none */
+	unsigned long long last_arrival; /* the run queue's clock at its latest switch-in */
 };
 
 struct task_struct {
@@ -49,6 +50,12 @@ struct task_struct {
 	int pid;
 	int tgid;
 	char comm[16];
+	unsigned int __state;
+	unsigned int flags;
+	int on_cpu;                 /* on a CPU now (CONFIG_SMP) */
+	unsigned long nvcsw;        /* voluntary switches: it blocked */
+	unsigned long nivcsw;       /* involuntary switches: it was preempted */
+	unsigned sched_contributes_to_load:1; /* its latest block was uninterruptible, not TASK_NOLOAD */
 };
 
 /* x86_64 kernel pt_regs, field names as in arch/x86/include/asm/ptrace.h */

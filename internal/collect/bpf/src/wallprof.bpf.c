@@ -144,6 +144,13 @@ volatile u64 start_ns = 0;
  * the kernel's schedstat (sched_exit_tp attached, CONFIG_SCHED_INFO) and
  * sched_wakeup is not probed. */
 volatile u8 use_rd = 0;
+/* Set by user space when the whole accounting is done at sched_exit_tp, in
+ * the context of the thread that resumes (see on_resume), instead of at
+ * sched_switch: one program run per switch. In this mode a thread's record
+ * keeps, as of its latest switch-in (in_ts): its CPU time (last_exec), its
+ * schedstat run_delay (rd_out), its voluntary switches (last_runnable) and
+ * its involuntary ones (wake_ts); pad is 1 once those are set. */
+volatile u8 resume_mode = 0;
 
 /* The target processes, for a quick answer to "is this task ours?" on every
  * switch and wake-up of the machine: set by user space before attaching,
@@ -864,7 +871,15 @@ SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(on_wakeup_new, struct task_struct *p)
 {
 	u64 now = bpf_ktime_get_ns();
-	lookup_thread(p->pid, p->tgid, now, NEW_THREAD);
+	struct tstate *st = lookup_thread(p->pid, p->tgid, now, NEW_THREAD);
+	if (st && resume_mode && !st->pad) {
+		/* Its counters start at zero: from its creation on, what they
+		 * gain is its time, counted at its resumptions. */
+		st->on_cpu = 1;
+		st->in_ts = now;
+		st->cpu_mark = now;
+		st->pad = 1;
+	}
 	return 0;
 }
 
@@ -1045,6 +1060,195 @@ int BPF_PROG(on_sched_exit, bool is_switch)
 	return emit_pending(ctx);
 }
 
+/* resume_base records where a thread's counters stand at its switch-in. */
+static __always_inline void resume_base(struct tstate *st, struct task_struct *task, u64 now)
+{
+	st->on_cpu = 1;
+	st->in_ts = now;
+	st->cpu_mark = now;
+	st->last_exec = task->se.sum_exec_runtime;
+	st->rd_out = task->sched_info.run_delay;
+	st->last_runnable = task->nvcsw;
+	st->wake_ts = task->nivcsw;
+	st->pad = 1;
+}
+
+/* A thread resumes after a switch (the end of __schedule, in its own
+ * context): the interval since its previous switch-in is closed from the
+ * kernel's own counters. Its CPU time is what sum_exec_runtime gained, its
+ * wait on a run queue what schedstat's run_delay gained (the wait that just
+ * ended included), and the rest it was blocked, in the kind its switch-out
+ * left: preempted (nivcsw) or blocked (nvcsw), uninterruptibly or not
+ * (sched_contributes_to_load, set by that switch-out). No switch-out is
+ * probed, and a due sample is taken here, where both its stacks are still
+ * the ones of its switch-out. */
+SEC("tp_btf/sched_exit_tp")
+int BPF_PROG(on_resume, bool is_switch)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	u32 tid = task->pid;
+	/* The task that last resumed on this CPU: another one means this one
+	 * was switched out and back in, even where the kernel's switch path
+	 * counted no switch (these VMs have one that skips the sched_switch
+	 * tracepoint, the switch counters and schedstat). */
+	u32 zero = 0;
+	u32 *cur = bpf_map_lookup_elem(&cpu_in, &zero);
+	bool other = cur && *cur != tid;
+	if (cur)
+		*cur = tid;
+	u32 tgid = task->tgid;
+	if (!is_target(tgid))
+		return 0;
+	if (tid == 0)
+		return 0;
+	struct tstate *st = bpf_map_lookup_elem(&threads, &tid);
+	if (!st) {
+		/* Not seeded nor seen being created: counted from now. (An
+		 * exiting thread's record is gone with its exit event.) */
+		if (task->flags & 0x4 /* PF_EXITING */)
+			return 0;
+		u64 now = bpf_ktime_get_ns();
+		st = lookup_thread(tid, tgid, now, NEW_RUNNING);
+		if (!st)
+			return 0;
+		st->first_ts = now;
+		resume_base(st, task, now);
+		return 0;
+	}
+	u64 nv = task->nvcsw;
+	u64 niv = task->nivcsw;
+	bool counted = nv != st->last_runnable || niv != st->wake_ts;
+	if (st->pad && !counted && !other)
+		return 0; /* it called the scheduler and kept its CPU */
+	/* The switch's time: the run queue's clock, updated at the start of
+	 * __schedule. (Not schedstat's last_arrival: these VMs have a switch
+	 * path that does not report the switch, and does not update
+	 * schedstat either.) */
+	u64 rc;
+	u64 now = sched_now(task, true, &rc);
+	if (!st->pad || now <= st->in_ts) {
+		resume_base(st, task, now);
+		return 0;
+	}
+	u64 span = now - st->in_ts;
+	u64 exec = task->se.sum_exec_runtime;
+	u64 cpu = exec > st->last_exec ? exec - st->last_exec : 0;
+	if (cpu > span)
+		cpu = span;
+	u64 off = span - cpu;
+	u64 rd = task->sched_info.run_delay;
+	u64 run = rd > st->rd_out ? rd - st->rd_out : 0;
+	if (run > off)
+		run = off;
+	u8 k = ST_RUNNABLE;
+	if (nv != st->last_runnable) {
+		k = BPF_CORE_READ_BITFIELD(task, sched_contributes_to_load) ? ST_DISK : ST_SLEEPING;
+	} else if (!counted) {
+		/* A switch the kernel did not count: blocked or preempted
+		 * cannot be told; what schedstat did not see waiting is
+		 * counted blocked (sleeping). */
+		k = ST_SLEEPING;
+		count_lost(RECOVERED_SWITCH_IN);
+	}
+	st->time[ST_ONCPU] += cpu;
+	add_time(st, ST_RUNNABLE, run);
+	add_time(st, k, off - run);
+	/* The CPU time of the burst, less what timer samples during it already
+	 * stood for: sampled once it adds up to a period (short bursts between
+	 * sleeps fall between timer ticks). */
+	s64 covered = 0;
+	if (st->cpu_mark > st->in_ts)
+		covered = st->cpu_mark - st->in_ts;
+	s64 acc = st->cpu_acc + (s64)cpu - covered;
+	u64 w[NSTATES] = {};
+	bool due = false;
+	if (acc >= (s64)period_ns) {
+		w[ST_ONCPU] = ((u64)acc / period_ns) * period_ns;
+		acc -= (s64)w[ST_ONCPU];
+		due = true;
+	}
+	st->cpu_acc = acc;
+	take_due(st, w, ST_RUNNABLE, &due);
+	take_due(st, w, ST_SLEEPING, &due);
+	take_due(st, w, ST_DISK, &due);
+	take_due(st, w, ST_OTHER, &due);
+	st->on_cpu = 1;
+	st->in_ts = now;
+	st->cpu_mark = now;
+	st->last_exec = exec;
+	st->rd_out = rd;
+	st->last_runnable = nv;
+	st->wake_ts = niv;
+	if (due)
+		emit_current_sample(ctx, w);
+	return 0;
+}
+
+/* A thread exits (in its own context): it has run since its latest switch-in
+ * (a block or a preemption since would have been a resume). */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_task_exit, struct task_struct *p)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	u32 tid = task->pid;
+	struct tstate *st = bpf_map_lookup_elem(&threads, &tid);
+	if (!st)
+		return 0;
+	u64 now = bpf_ktime_get_ns();
+	if (st->pad && now > st->in_ts)
+		st->time[ST_ONCPU] += now - st->in_ts;
+	st->on_cpu = 0;
+	st->out_ts = now;
+	st->out_state = ST_OTHER;
+	emit_exit(st, tid, now);
+	return 0;
+}
+
+/* resume_close closes, at the end of a recording, the interval that a
+ * thread has open since its latest switch-in, from the task's live
+ * counters: the state it is in now is the kind of its block. It reports
+ * whether the thread is off CPU. */
+static __always_inline bool resume_close(struct task_struct *task, struct tstate *st)
+{
+	u64 now = bpf_ktime_get_ns();
+	bool running = task->on_cpu;
+	u8 k = ST_RUNNABLE;
+	unsigned int state = task->__state;
+	if (state != 0)
+		k = classify(false, state);
+	if (st->pad && now > st->in_ts) {
+		u64 span = now - st->in_ts;
+		if (running) {
+			st->time[ST_ONCPU] += span;
+		} else {
+			u64 exec = task->se.sum_exec_runtime;
+			u64 cpu = exec > st->last_exec ? exec - st->last_exec : 0;
+			if (cpu > span)
+				cpu = span;
+			u64 off = span - cpu;
+			u64 rd = task->sched_info.run_delay;
+			u64 run = rd > st->rd_out ? rd - st->rd_out : 0;
+			u64 lq = task->sched_info.last_queued;
+			u64 rc = rq_clock(task);
+			if (lq && rc > lq)
+				run += rc - lq; /* waiting on a run queue now */
+			if (run > off)
+				run = off;
+			st->time[ST_ONCPU] += cpu;
+			add_time(st, ST_RUNNABLE, run);
+			add_time(st, k, off - run);
+		}
+	}
+	/* From here to the end user space counts in the state it is in now. */
+	st->in_ts = now;
+	st->cpu_mark = now;
+	st->out_ts = now;
+	st->wake_ts = 0;
+	st->out_state = running ? ST_ONCPU : k;
+	st->on_cpu = running;
+	return !running;
+}
+
 /* Where kprobes exist, the same right at the switch-in. */
 SEC("kprobe/finish_task_switch")
 int on_switch_in(struct pt_regs *ctx)
@@ -1062,8 +1266,14 @@ int dump_offcpu(struct bpf_iter__task *ctx)
 		return 0;
 	u32 tid = task->pid;
 	struct tstate *st = bpf_map_lookup_elem(&threads, &tid);
-	if (!st || st->on_cpu || st->exited)
+	if (!st || st->exited)
 		return 0;
+	if (resume_mode) {
+		if (!resume_close(task, st))
+			return 0;
+	} else if (st->on_cpu) {
+		return 0;
+	}
 	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count_lost(LOST_RINGBUF);
