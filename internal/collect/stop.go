@@ -44,7 +44,10 @@ type Result struct {
 	// kernel did not report (seen on some 6.18 VMs) and that were taken
 	// when the thread ran, at sched_exit_tp: nothing was lost.
 	RecoveredSwitchIns uint64
-	Cost               profile.Cost
+	// Resume says the accounting ran at each thread's resumption
+	// (sched_exit_tp) rather than at sched_switch.
+	Resume bool
+	Cost   profile.Cost
 }
 
 // Stop ends the recording: it takes the stacks of threads still off CPU,
@@ -72,6 +75,7 @@ func (s *Session) Stop() (*Result, error) {
 		Lost:      s.lostCounts(),
 
 		RecoveredSwitchIns: s.counter(recoveredSwitchIn),
+		Resume:             s.resume,
 	}
 	if n := s.decodeErrs.Load(); n > 0 {
 		res.Lost["undecodable-record"] = n

@@ -2,6 +2,15 @@
 /*
  * wallprof's in-kernel collector.
  *
+ * Resume mode (the default where the kernel has sched_exit_tp and schedstat;
+ * see on_resume): one program per context switch, at sched_exit_tp in the
+ * context of the thread that resumes, closes the interval since its previous
+ * resumption from the kernel's counters (sum_exec_runtime, run_delay,
+ * nvcsw/nivcsw) and takes a due sample there, in its own context;
+ * sched_process_exit and the task iterator close the last interval. The
+ * rest of this comment describes the switch-time accounting, used where
+ * resume mode is not available.
+ *
  * Time accounting (exact, per thread, from scheduler timestamps):
  *   tp_btf/sched_switch   closes the interval that just ended for prev (on-CPU)
  *                         and for next (off-CPU: blocked kind, then runnable
