@@ -1082,6 +1082,28 @@ static __always_inline void resume_base(struct tstate *st, struct task_struct *t
 	st->pad = 1;
 }
 
+/* More time off a CPU than this since a thread's latest resumption, when no
+ * switch was counted, is taken for a switch that was not. */
+#define HIDDEN_OFF_NS 200000ULL
+
+/* resume_split splits span, the time since st's latest resumption, into
+ * the CPU time that task's counter gained (*cpu), the wait on a run queue
+ * that schedstat gained plus wait, a wait in progress (*run), and the rest
+ * (*off - *run, blocked). *exec and *rd are the counters now. */
+static __always_inline void resume_split(struct task_struct *task, struct tstate *st, u64 span, u64 wait,
+					 u64 *cpu, u64 *off, u64 *run, u64 *exec, u64 *rd)
+{
+	*exec = task->se.sum_exec_runtime;
+	u64 c = *exec > st->last_exec ? *exec - st->last_exec : 0;
+	if (c > span)
+		c = span;
+	*cpu = c;
+	*off = span - c;
+	*rd = task->sched_info.run_delay;
+	u64 r = (*rd > st->rd_out ? *rd - st->rd_out : 0) + wait;
+	*run = r > *off ? *off : r;
+}
+
 /* A thread resumes after a switch (the end of __schedule, in its own
  * context): the interval since its previous switch-in is closed from the
  * kernel's own counters. Its CPU time is what sum_exec_runtime gained, its
@@ -1127,28 +1149,30 @@ int BPF_PROG(on_resume, bool is_switch)
 	u64 nv = task->nvcsw;
 	u64 niv = task->nivcsw;
 	bool counted = nv != st->last_runnable || niv != st->wake_ts;
-	if (st->pad && !counted && !other)
-		return 0; /* it called the scheduler and kept its CPU */
 	/* The switch's time: the run queue's clock, updated at the start of
 	 * __schedule. (Not schedstat's last_arrival: these VMs have a switch
 	 * path that does not report the switch, and does not update
 	 * schedstat either.) */
 	u64 rc;
 	u64 now = sched_now(task, true, &rc);
+	if (st->pad && !counted && !other) {
+		/* It called the scheduler and kept its CPU, unless its CPU time
+		 * (brought up to date by this __schedule) fell behind the clock
+		 * by more than interrupts would explain: then it was away, by a
+		 * switch that neither the counters nor this CPU's record saw
+		 * (the other thread that ran there did not resume through
+		 * __schedule). */
+		u64 exec = task->se.sum_exec_runtime;
+		u64 ran = exec > st->last_exec ? exec - st->last_exec : 0;
+		if (now <= st->in_ts || now - st->in_ts < ran + HIDDEN_OFF_NS)
+			return 0;
+	}
 	if (!st->pad || now <= st->in_ts) {
 		resume_base(st, task, now);
 		return 0;
 	}
-	u64 span = now - st->in_ts;
-	u64 exec = task->se.sum_exec_runtime;
-	u64 cpu = exec > st->last_exec ? exec - st->last_exec : 0;
-	if (cpu > span)
-		cpu = span;
-	u64 off = span - cpu;
-	u64 rd = task->sched_info.run_delay;
-	u64 run = rd > st->rd_out ? rd - st->rd_out : 0;
-	if (run > off)
-		run = off;
+	u64 cpu, off, run, exec, rd;
+	resume_split(task, st, now - st->in_ts, 0, &cpu, &off, &run, &exec, &rd);
 	u8 k = ST_RUNNABLE;
 	if (nv != st->last_runnable) {
 		k = BPF_CORE_READ_BITFIELD(task, sched_contributes_to_load) ? ST_DISK : ST_SLEEPING;
@@ -1230,19 +1254,13 @@ static __always_inline bool resume_close(struct task_struct *task, struct tstate
 		if (running) {
 			st->time[ST_ONCPU] += span;
 		} else {
-			u64 exec = task->se.sum_exec_runtime;
-			u64 cpu = exec > st->last_exec ? exec - st->last_exec : 0;
-			if (cpu > span)
-				cpu = span;
-			u64 off = span - cpu;
-			u64 rd = task->sched_info.run_delay;
-			u64 run = rd > st->rd_out ? rd - st->rd_out : 0;
+			u64 wait = 0;
 			u64 lq = task->sched_info.last_queued;
 			u64 rc = rq_clock(task);
 			if (lq && rc > lq)
-				run += rc - lq; /* waiting on a run queue now */
-			if (run > off)
-				run = off;
+				wait = rc - lq; /* waiting on a run queue now */
+			u64 cpu, off, run, exec, rd;
+			resume_split(task, st, span, wait, &cpu, &off, &run, &exec, &rd);
 			st->time[ST_ONCPU] += cpu;
 			add_time(st, ST_RUNNABLE, run);
 			add_time(st, k, off - run);
