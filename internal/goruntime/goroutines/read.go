@@ -246,6 +246,13 @@ type unwound struct {
 func unwind(win []byte, base, hi, pc, bp uint64, atEntry bool, f frame) unwound {
 	u := unwound{stack: make([]uint64, 0, 16)}
 	u.stack = append(u.stack, pc)
+	if bp == 0 && !atEntry {
+		// No chain to follow from a function that keeps no frame pointer
+		// (runtime.systemstack_switch, for a goroutine in a syscall on a
+		// runtime that does not save its bp): the stack is only its top.
+		u.truncated = true
+		return u
+	}
 	if atEntry && len(win) >= 8 {
 		if ret := word(win, 0); ret != 0 {
 			u.stack = append(u.stack, ret)
