@@ -77,8 +77,13 @@ Flags:
 		browser: !*noBrowser && browserAvailable(),
 	}
 	flags := []string{"-http=" + net.JoinHostPort(host, port), "-symbolize=none", "-no_browser"}
+	// Always say which sample type: pprof's driver keeps its settings in
+	// package state, so a second view in one process (tests) would inherit
+	// the first one's. Its own default is the last type.
 	if hasSampleType(pp, "wall") {
 		flags = append(flags, "-sample_index=wall")
+	} else if n := len(pp.SampleType); n > 0 {
+		flags = append(flags, "-sample_index="+pp.SampleType[n-1].Type)
 	}
 	err = driver.PProf(&driver.Options{
 		Flagset:    newInjectedFlags(append(flags, path)),
