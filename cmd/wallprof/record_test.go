@@ -448,14 +448,14 @@ func TestRecordCostWithStatsAlreadyOn(t *testing.T) {
 	if per := runs / switches; per < 0.8 || per > 4 {
 		t.Errorf("%.0f program runs for %.0f context switches (%.2f per switch), want 1 to 4:\n%s", runs, switches, per, stderr)
 	}
-	// Asked for (WALLPROF_RESUME=1) where the kernel has sched_exit_tp and
-	// schedstat, the accounting runs once per switch of the machine, at the
-	// resumption, not at sched_switch as well. Each of the ping-pong's switches here goes through the idle
+	// Where the kernel has sched_exit_tp and schedstat, the accounting runs
+	// once per switch of the machine, at the resumption, not at sched_switch
+	// as well (unless WALLPROF_RESUME=0). Each of the ping-pong's switches here goes through the idle
 	// task (the other thread was woken on the other CPU): two switches of
 	// the machine, two runs (the switch-time accounting: four).
 	btf, _ := os.ReadFile("/sys/kernel/btf/vmlinux")
 	_, err = os.Stat("/proc/self/schedstat")
-	if os.Getenv("WALLPROF_RESUME") == "1" && bytes.Contains(btf, []byte("btf_trace_sched_exit_tp")) && err == nil {
+	if os.Getenv("WALLPROF_RESUME") != "0" && bytes.Contains(btf, []byte("btf_trace_sched_exit_tp")) && err == nil {
 		if per := runs / switches; per > 2.6 {
 			t.Errorf("%.2f program runs per context switch of the ping-pong on a kernel with sched_exit_tp and schedstat, want about 2 (resume mode)", per)
 		}

@@ -268,13 +268,9 @@ func (s *Session) attach() error {
 
 // resumeMode reports whether to account at the resumption of each thread
 // (sched_exit_tp, Linux 6.16+, with the kernel's schedstat): one program run
-// per context switch instead of two. It is experimental, asked for with
-// WALLPROF_RESUME=1: on these VMs some threads are switched out and back in
-// by a path that the kernel neither reports nor counts and that does not
-// pass sched_exit_tp, and the C ground truth still fails about one run in
-// six (an interval counted twice; doc/recorder.md).
+// per context switch instead of two. WALLPROF_RESUME=0 says no (to compare).
 func (s *Session) resumeMode() bool {
-	return s.objs.resume != nil && s.objs.taskExit != nil && hasSchedstat() && os.Getenv("WALLPROF_RESUME") == "1"
+	return s.objs.resume != nil && s.objs.taskExit != nil && hasSchedstat() && os.Getenv("WALLPROF_RESUME") != "0"
 }
 
 // attachResume attaches the programs of resume mode: the accounting at each
@@ -341,7 +337,7 @@ func (s *Session) SeedThreads(pid int) error {
 			if err != nil {
 				continue // exited meanwhile
 			}
-			st.OnCpu, st.InTs, st.CpuMark, st.Pad = 1, first, first, 1
+			st.OnCpu, st.InTs, st.CpuMark, st.Pad = 1, first, c.ExecNs, 1
 			st.LastExec, st.RdOut, st.LastRunnable, st.WakeTs = c.ExecNs, c.RunDelayNs, c.Voluntary, c.Involunt
 			if t.State != 'R' && st.LastRunnable > 0 {
 				st.LastRunnable--

@@ -886,7 +886,7 @@ int BPF_PROG(on_wakeup_new, struct task_struct *p)
 		 * gain is its time, counted at its resumptions. */
 		st->on_cpu = 1;
 		st->in_ts = now;
-		st->cpu_mark = now;
+		st->cpu_mark = 0; /* its CPU time so far */
 		st->pad = 1;
 	}
 	return 0;
@@ -930,7 +930,24 @@ int on_cpu_sample(void *ctx)
 	u64 w[NSTATES] = {};
 	u32 tid = (u32)id;
 	struct tstate *st = bpf_map_lookup_elem(&threads, &tid);
-	if (st && st->on_cpu) {
+	if (st && resume_mode && st->pad) {
+		/* Resume mode: by the kernel's CPU time since the thread's
+		 * resumption or its last sample (cpu_mark holds that CPU time),
+		 * not by wall time, which would count a resumption not seen
+		 * as time on CPU. The counter lags by up to a tick; the next
+		 * sample or resumption makes it up. */
+		struct task_struct *task = bpf_get_current_task_btf();
+		u64 exec = task->se.sum_exec_runtime;
+		u64 mark = st->cpu_mark > st->last_exec ? st->cpu_mark : st->last_exec;
+		s64 acc = st->cpu_acc + (s64)(exec > mark ? exec - mark : 0);
+		st->cpu_mark = exec > mark ? exec : mark;
+		if (acc <= 0) {
+			st->cpu_acc = acc;
+			return 0;
+		}
+		w[ST_ONCPU] = (u64)acc;
+		st->cpu_acc = 0;
+	} else if (st && st->on_cpu) {
 		u64 now = bpf_ktime_get_ns();
 		u64 mark = st->in_ts > st->cpu_mark ? st->in_ts : st->cpu_mark;
 		s64 acc = st->cpu_acc + (s64)(now > mark ? now - mark : 0);
@@ -1074,8 +1091,8 @@ static __always_inline void resume_base(struct tstate *st, struct task_struct *t
 {
 	st->on_cpu = 1;
 	st->in_ts = now;
-	st->cpu_mark = now;
 	st->last_exec = task->se.sum_exec_runtime;
+	st->cpu_mark = st->last_exec; /* CPU time, in resume mode */
 	st->rd_out = task->sched_info.run_delay;
 	st->last_runnable = task->nvcsw;
 	st->wake_ts = task->nivcsw;
@@ -1085,6 +1102,9 @@ static __always_inline void resume_base(struct tstate *st, struct task_struct *t
 /* More time off a CPU than this since a thread's latest resumption, when no
  * switch was counted, is taken for a switch that was not. */
 #define HIDDEN_OFF_NS 200000ULL
+/* How far the kernel's CPU time of a running thread can lag outside
+ * __schedule (a tick at HZ=250). */
+#define TICK_SLACK_NS 5000000ULL
 
 /* resume_split splits span, the time since st's latest resumption, into
  * the CPU time that task's counter gained (*cpu), the wait on a run queue
@@ -1190,8 +1210,8 @@ int BPF_PROG(on_resume, bool is_switch)
 	 * stood for: sampled once it adds up to a period (short bursts between
 	 * sleeps fall between timer ticks). */
 	s64 covered = 0;
-	if (st->cpu_mark > st->in_ts)
-		covered = st->cpu_mark - st->in_ts;
+	if (st->cpu_mark > st->last_exec)
+		covered = st->cpu_mark - st->last_exec;
 	s64 acc = st->cpu_acc + (s64)cpu - covered;
 	u64 w[NSTATES] = {};
 	bool due = false;
@@ -1207,7 +1227,7 @@ int BPF_PROG(on_resume, bool is_switch)
 	take_due(st, w, ST_OTHER, &due);
 	st->on_cpu = 1;
 	st->in_ts = now;
-	st->cpu_mark = now;
+	st->cpu_mark = exec;
 	st->last_exec = exec;
 	st->rd_out = rd;
 	st->last_runnable = nv;
@@ -1228,8 +1248,20 @@ int BPF_PROG(on_task_exit, struct task_struct *p)
 	if (!st)
 		return 0;
 	u64 now = bpf_ktime_get_ns();
-	if (st->pad && now > st->in_ts)
-		st->time[ST_ONCPU] += now - st->in_ts;
+	if (st->pad && now > st->in_ts) {
+		u64 span = now - st->in_ts;
+		u64 cpu, off, run, exec, rd;
+		resume_split(task, st, span, 0, &cpu, &off, &run, &exec, &rd);
+		if (off <= HIDDEN_OFF_NS + TICK_SLACK_NS) {
+			st->time[ST_ONCPU] += span;
+		} else {
+			/* It was away since: a resumption that was not seen. */
+			st->time[ST_ONCPU] += cpu;
+			add_time(st, ST_RUNNABLE, run);
+			add_time(st, ST_SLEEPING, off - run);
+			count_lost(RECOVERED_SWITCH_IN);
+		}
+	}
 	st->on_cpu = 0;
 	st->out_ts = now;
 	st->out_state = ST_OTHER;
