@@ -494,7 +494,11 @@ func (r *recording) build() *profile.Profile {
 		r.notes = append(r.notes, fmt.Sprintf("kernel frames are not symbolized: %v", err))
 	}
 	if n := r.result.RecoveredSwitchIns; n > 0 && r.result.Resume {
-		r.notes = append(r.notes, fmt.Sprintf("the kernel switched a recorded thread out and back in %d times without counting it; each interval was closed when the thread resumed (sched_exit_tp), with its exact CPU time and its stack, its off-CPU time counted sleeping", n))
+		times := fmt.Sprintf("%d times", n)
+		if n == 1 {
+			times = "once"
+		}
+		r.notes = append(r.notes, fmt.Sprintf("the kernel switched a recorded thread out and back in %s without counting it; each interval was closed when the thread resumed (sched_exit_tp), with its exact CPU time and its stack, its off-CPU time counted sleeping", times))
 	} else if n > 0 {
 		r.notes = append(r.notes, fmt.Sprintf("the kernel did not report %d switches to a recorded thread; each was taken when the thread ran (sched_exit_tp), with exact times and its stack, so nothing is lost", n))
 	}
