@@ -4,6 +4,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -202,5 +203,42 @@ func TestCPUTimeAndRSS(t *testing.T) {
 	}
 	if MaxRSS() <= 0 {
 		t.Error("MaxRSS() <= 0")
+	}
+}
+
+func TestReadTaskCounters(t *testing.T) {
+	if _, err := os.Stat("/proc/self/schedstat"); err != nil {
+		t.Skipf("no schedstat on this kernel: %v", err)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	pid, tid := os.Getpid(), syscall.Gettid()
+	before, err := ReadTaskCounters(pid, tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Burn some CPU and sleep a few times on this thread: its CPU time and
+	// its voluntary switches must grow.
+	deadline := time.Now().Add(20 * time.Millisecond)
+	for time.Now().Before(deadline) {
+	}
+	for range 3 {
+		time.Sleep(time.Millisecond)
+	}
+	after, err := ReadTaskCounters(pid, tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.ExecNs < before.ExecNs+10_000_000 {
+		t.Errorf("CPU time went from %d to %d ns over a 20 ms burn", before.ExecNs, after.ExecNs)
+	}
+	if after.Voluntary <= before.Voluntary && after.Involunt <= before.Involunt {
+		t.Errorf("no switch counted over three sleeps: %+v then %+v", before, after)
+	}
+	if after.RunDelayNs < before.RunDelayNs {
+		t.Errorf("run_delay went back: %d then %d", before.RunDelayNs, after.RunDelayNs)
+	}
+	if _, err := ReadTaskCounters(pid, 1<<30); err == nil {
+		t.Error("no error for a thread that does not exist")
 	}
 }
