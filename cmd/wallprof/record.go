@@ -30,8 +30,9 @@ const recordUsage = `Usage:
 
 Records a wall-clock profile: every thread's time split into on-CPU,
 runnable (waiting for a CPU) and blocked (sleeping, disk), each with its
-user and kernel stack. Off-CPU time is measured exactly from scheduler
-timestamps; stacks are sampled at -F Hz of on-CPU time and of off-CPU time.
+user and kernel stack. Off-CPU time is measured exactly from the scheduler's
+own clock and counters; stacks are sampled at -F Hz of on-CPU time and of
+off-CPU time.
 Recording stops after --duration, on Ctrl-C or SIGTERM, or when the target
 exits; the profile is written in every case.
 
@@ -75,7 +76,7 @@ func parseRecordFlags(args []string, stderr io.Writer) (*recordFlags, []string, 
 	fs.StringVar(&f.format, "format", "pprof", "output format: pprof (gzipped protobuf) or collapsed (folded stacks, nanoseconds)")
 	fs.BoolVar(&f.quiet, "q", false, "print nothing but errors")
 	fs.StringVar(&f.gview, "goroutines", "auto", "the goroutine view of a Go program (its goroutines' time running, runnable and waiting, with wait reasons): auto (when the target is a Go program) or off")
-	fs.StringVar(&f.stats, "bpf-stats", "sampled", "how to measure wallprof's own BPF run time: sampled (the kernel's BPF statistics on 10% of the time, total extrapolated), full (on all the time: exact, but they cost two clock reads per probe run, about as much as the probes), off")
+	fs.StringVar(&f.stats, "bpf-stats", "sampled", "how to measure wallprof's own BPF run time: sampled (the kernel's BPF statistics on 10% of the time, total extrapolated; measured throughout when kernel.bpf_stats_enabled is already 1), full (on all the time: exact, but they cost two clock reads per probe run, about as much as the probes), off")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, recordUsage)
 		fs.PrintDefaults()
