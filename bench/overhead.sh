@@ -46,4 +46,5 @@ Run without it: CONFIGS=none,perf-99,perf-sched,bpftrace $0"
 fi
 
 go build -o "$bin/overhead" ./bench/cmd/overhead
+go build -o "$bin/timerfloor" ./bench/cmd/timerfloor
 exec "$bin/overhead" -bin "$bin" -offcpu bench/offcpu.bt ${OUT:+-out "$OUT"} "$@"

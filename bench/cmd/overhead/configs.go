@@ -30,6 +30,7 @@ type env struct {
 	OffcpuBT     string // path of bench/offcpu.bt
 	OutDir       string // where profiles are written
 	Perf         string // path of perf
+	Timerfloor   string // path of bench/cmd/timerfloor's binary
 }
 
 func (e *env) out(name string) string { return filepath.Join(e.OutDir, name) }
@@ -79,6 +80,15 @@ var allConfigs = []config{
 	}},
 	{Name: "perf-999", Wrap: func(e *env, argv []string) []string {
 		return append([]string{e.Perf, "record", "-g", "-F", "999", "-o", e.out("perf999.data"), "--"}, argv...)
+	}},
+	// The floor at 999 Hz: the cpu-clock timers that wallprof opens on
+	// every CPU, firing with nothing attached, and with an empty BPF
+	// program. What any sampler of that frequency pays on this machine.
+	{Name: "timer-999", Wrap: func(e *env, argv []string) []string {
+		return append([]string{e.Timerfloor, "-F", "999", "--"}, argv...)
+	}},
+	{Name: "timer-bpf-999", Wrap: func(e *env, argv []string) []string {
+		return append([]string{e.Timerfloor, "-F", "999", "-bpf", "--"}, argv...)
 	}},
 	{Name: "perf-sched", Wrap: func(e *env, argv []string) []string {
 		return append([]string{e.Perf, "record", "-e", "sched:sched_switch", "-g", "-o", e.out("perf2.data"), "--"}, argv...)

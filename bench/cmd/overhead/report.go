@@ -40,6 +40,26 @@ func fmtDur(s float64) string {
 	return time.Duration(s * float64(time.Second)).Round(100 * time.Microsecond).String()
 }
 
+// fmtPaired is the median over rounds of f(r)/f(none) in the same round,
+// as a slowdown: steadier than the ratio of medians when the machine drifts
+// from round to round.
+func fmtPaired(rs, base []result, f func(result) float64) string {
+	byRound := map[int]float64{}
+	for _, b := range base {
+		byRound[b.Round] = f(b)
+	}
+	var ratios []float64
+	for _, r := range rs {
+		if b := byRound[r.Round]; b > 0 {
+			ratios = append(ratios, f(r)/b)
+		}
+	}
+	if len(ratios) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%+.1f%%", 100*(median(ratios)-1))
+}
+
 func fmtRatio(x, base float64) string {
 	if base == 0 {
 		return "-"
@@ -52,7 +72,7 @@ func fmtRatio(x, base float64) string {
 // the profiler costs and reports about itself. With markdown, as Markdown
 // tables (for BENCHMARKS.md).
 func printTables(w io.Writer, workloads []string, configs []config, results []result, markdown bool) {
-	target := [][]string{{"workload", "config", "runs", "W wall", "slowdown", "W CPU", "W CPU vs none", "tool CPU",
+	target := [][]string{{"workload", "config", "runs", "W wall", "slowdown", "paired", "W CPU", "W CPU vs none", "tool CPU",
 		"CPU/work vs none", "switches/s", "cmd wall"}}
 	tool := [][]string{{"workload", "config", "startup", "tail", "peak RSS", "self CPU (% of W)",
 		"self BPF (% of W)", "BPF ns/switch", "BPF runs/switch", "self tail", "self peak mem"}}
@@ -68,6 +88,7 @@ func printTables(w io.Writer, workloads []string, configs []config, results []re
 			wcpu := func(r result) float64 { return sec(r.W.CPU) }
 			target = append(target, []string{wl, c.Name, strconv.Itoa(len(rs)),
 				fmtDur(medianOf(rs, wall)), fmtRatio(medianOf(rs, wall), medianOf(base, wall)),
+				fmtPaired(rs, base, wall),
 				fmtDur(medianOf(rs, wcpu)), fmtRatio(medianOf(rs, wcpu), medianOf(base, wcpu)),
 				fmtDur(medianOf(rs, func(r result) float64 { return sec(r.ToolCPU) })),
 				fmtRatio(medianOf(rs, total), medianOf(base, total)),
