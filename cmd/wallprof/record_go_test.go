@@ -36,6 +36,7 @@ func TestRecordGoProgram(t *testing.T) {
 		if err := p.Validate(); err != nil {
 			t.Errorf("stripped=%v: invariant: %v", stripped, err)
 		}
+		checkAccounting(t, p)
 		var cpu time.Duration
 		for _, th := range p.Threads {
 			cpu += th.Time[profile.OnCPU]

@@ -178,6 +178,10 @@ func Build(res *Result, a *Aggregator, kernel KernelResolver, command string) *p
 	}
 	cost := res.Cost
 	p.Cost = &cost
+	p.Recorder = &profile.Recorder{Accounting: profile.AccountSwitchTime, Kernel: res.Kernel}
+	if res.Resume {
+		p.Recorder.Accounting = profile.AccountResumption
+	}
 	for _, r := range append(a.carried, res.Remainders...) {
 		a.AddRemainder(r)
 	}

@@ -47,6 +47,7 @@ type Result struct {
 	// Resume says the accounting ran at each thread's resumption
 	// (sched_exit_tp) rather than at sched_switch.
 	Resume bool
+	Kernel string // uname -r of the recording machine
 	Cost   profile.Cost
 }
 
@@ -77,6 +78,7 @@ func (s *Session) Stop() (*Result, error) {
 		RecoveredSwitchIns: s.counter(recoveredSwitchIn),
 		Resume:             s.resume,
 	}
+	res.Kernel, _, _, _ = linux.KernelRelease()
 	if n := s.decodeErrs.Load(); n > 0 {
 		res.Lost["undecodable-record"] = n
 	}

@@ -28,6 +28,7 @@ import (
 //	wallprof:v1 lost cause=<cause> n=<count>
 //	wallprof:v1 cost profiler_cpu=<ns> bpf_run=<ns> bpf_runs=<n> target_cpu=<ns> bpf_stats_permille=<share of the recording the BPF statistics were on, 1000 = exact>
 //	wallprof:v1 kernel mapping=<mapping id>
+//	wallprof:v1 recorder accounting=<resumption|switch-time> kernel=<uname -r>
 //	wallprof:v1 goroutines version=<go version> snapshots=<n> interval=<ns> max=<n> dropped=<n> retried=<n> failed=<n>
 //	wallprof:v1 note "<text>"
 //
@@ -78,6 +79,10 @@ func encodeComments(p *profile.Profile) (human, records []string) {
 			commentLead, int64(c.ProfilerCPU), int64(c.BPFRunTime), c.BPFRunCount, int64(c.TargetCPU),
 			int64(c.BPFStatsShare*1000+0.5), int64(c.StartupCPU)))
 	}
+	if r := p.Recorder; r != nil {
+		human = append(human, "recorded with: "+recorderSummary(r))
+		rec = append(rec, fmt.Sprintf("%srecorder accounting=%s kernel=%s", commentLead, token(r.Accounting), token(r.Kernel)))
+	}
 	for _, m := range p.Mappings {
 		if m != nil && m.Kernel && !isKernelFile(m.File) {
 			rec = append(rec, fmt.Sprintf("%skernel mapping=%d", commentLead, m.ID))
@@ -115,6 +120,7 @@ type commentState struct {
 	notes          []string
 	kernelMappings map[uint64]bool
 	goInfo         *profile.GoInfo
+	recorder       *profile.Recorder
 }
 
 // decodeComment parses one comment. Comments that are not wallprof records
@@ -173,6 +179,8 @@ func (st *commentState) decodeComment(c string) (other bool, err error) {
 	case "goroutines":
 		st.goInfo = &profile.GoInfo{Version: f.str("version"), Snapshots: int(f.uint("snapshots")), Interval: f.dur("interval"),
 			MaxGoroutines: int(f.uint("max")), Dropped: int(f.uint("dropped")), Retried: int(f.uint("retried")), Failed: int(f.uint("failed"))}
+	case "recorder":
+		st.recorder = &profile.Recorder{Accounting: f.str("accounting"), Kernel: f.str("kernel")}
 	case "kernel":
 		if st.kernelMappings == nil {
 			st.kernelMappings = map[uint64]bool{}
@@ -319,4 +327,23 @@ func isKernelFile(f string) bool { return strings.HasPrefix(f, kernelFile) }
 // oneLine replaces line breaks so that s prints on one line.
 func oneLine(s string) string {
 	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s)
+}
+
+// recorderSummary says in words how a recording was made.
+func recorderSummary(r *profile.Recorder) string {
+	var how string
+	switch r.Accounting {
+	case profile.AccountResumption:
+		how = "off-CPU time accounted at each thread's resumption (sched_exit_tp)"
+	case profile.AccountSwitchTime:
+		how = "off-CPU time accounted at each context switch (sched_switch)"
+	case "":
+		how = "off-CPU accounting unknown"
+	default:
+		how = "off-CPU accounting " + r.Accounting
+	}
+	if r.Kernel != "" {
+		how += ", Linux " + r.Kernel
+	}
+	return how
 }

@@ -162,7 +162,7 @@ func WriteGoroutineReport(w io.Writer, r *GoroutineReport, asJSON bool) error {
 // reason, goroutine id and creator as labels.
 func GoroutineView(p *profile.Profile, focus *regexp.Regexp) *profile.Profile {
 	v := &profile.Profile{Start: p.Start, Duration: p.Duration, Period: p.Period, Command: p.Command,
-		Mappings: p.Mappings, Locs: p.Locs, GoInfo: p.GoInfo, Notes: p.Notes}
+		Mappings: p.Mappings, Locs: p.Locs, GoInfo: p.GoInfo, Notes: p.Notes, Recorder: p.Recorder}
 	for _, g := range FocusGoroutines(p.Goroutines, focus) {
 		st := profile.Sleeping
 		switch g.State {

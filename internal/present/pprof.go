@@ -294,6 +294,7 @@ func fromPprof(pp *pprof.Profile) (*profile.Profile, error) {
 		Lost:     st.lost,
 		Cost:     st.cost,
 		Notes:    st.notes,
+		Recorder: st.recorder,
 	}
 	if pp.TimeNanos != 0 {
 		p.Start = time.Unix(0, pp.TimeNanos).UTC()

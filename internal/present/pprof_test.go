@@ -438,6 +438,42 @@ func TestPprofRoundTripEmpty(t *testing.T) {
 	}
 }
 
+// How the recording was made survives a round trip, and people see it in
+// the comments and at the top of the report.
+func TestPprofRecorderRoundTrip(t *testing.T) {
+	for _, rec := range []profile.Recorder{
+		{Accounting: profile.AccountResumption, Kernel: "6.18.44-fc-v657"},
+		{Accounting: profile.AccountSwitchTime, Kernel: "6.1.0-28-amd64"},
+		{Accounting: profile.AccountSwitchTime}, // kernel unknown
+	} {
+		want := testProfile()
+		want.Recorder = &rec
+		data := writePprof(t, want)
+		got, err := ReadProfile(bytes.NewReader(data))
+		if err != nil {
+			t.Fatalf("ReadProfile: %v", err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			diffProfiles(t, got, want)
+		}
+		pp, err := pprof.Parse(bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.Join(pp.Comments, "\n")
+		var b bytes.Buffer
+		if err := WriteReport(&b, got, ReportOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		wantWords := map[string]string{profile.AccountResumption: "resumption (sched_exit_tp)", profile.AccountSwitchTime: "context switch (sched_switch)"}[rec.Accounting]
+		for _, out := range []string{text, b.String()} {
+			if !strings.Contains(out, wantWords) || !strings.Contains(out, rec.Kernel) {
+				t.Errorf("%+v: want %q and the kernel in:\n%s", rec, wantWords, out)
+			}
+		}
+	}
+}
+
 // goProfile is testProfile with a goroutine view.
 func goProfile() *profile.Profile {
 	p := testProfile()

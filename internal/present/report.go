@@ -60,6 +60,8 @@ type Report struct {
 	Lost  map[string]uint64 `json:"lost"`
 	Cost  *CostReport       `json:"cost"`  // null when the profiler's cost is unknown
 	Notes []string          `json:"notes"` // remarks recorded with the profile
+	// Recorder says how the recording was made; absent when unknown.
+	Recorder *RecorderReport `json:"recorder,omitempty"`
 	// Goroutines says how the goroutine view of a Go program was read;
 	// absent for other programs ('wallprof report --goroutines' shows it).
 	Goroutines *GoroutinesInfo `json:"goroutines,omitempty"`
@@ -120,6 +122,15 @@ type StateTotal struct {
 	SampledPercent  float64 `json:"sampled_percent"`  // of sampled wall time
 	MeasuredNS      int64   `json:"measured_ns"`      // 0 when there are no threads
 	MeasuredPercent float64 `json:"measured_percent"` // of measured wall time
+}
+
+// RecorderReport is how a recording was made.
+type RecorderReport struct {
+	// Accounting is how off-CPU time was measured: "resumption" (at each
+	// thread's resumption, from the kernel's counters) or "switch-time" (at
+	// each context switch); see doc/recorder.md.
+	Accounting string `json:"accounting"`
+	Kernel     string `json:"kernel,omitempty"` // uname -r of the recording machine
 }
 
 // CostReport is wallprof's own cost, relative to the target's CPU time.
@@ -233,6 +244,9 @@ func NewReport(p *profile.Profile, top int) *Report {
 		}
 	}
 	r.States = stateTotals(p)
+	if rec := p.Recorder; rec != nil {
+		r.Recorder = &RecorderReport{Accounting: rec.Accounting, Kernel: rec.Kernel}
+	}
 	if c := p.Cost; c != nil {
 		r.Cost = &CostReport{
 			ProfilerCPUNS:      int64(c.ProfilerCPU),

@@ -93,6 +93,9 @@ func writeHeader(w io.Writer, r *Report) {
 			fmtDur(c.ProfilerCPUNS), costPct(c.ProfilerCPUPercent, c.TargetCPUNS), startup,
 			fmtDur(c.BPFRunNS), costPct(c.BPFRunPercent, c.TargetCPUNS), c.BPFRuns, fmtDur(c.TargetCPUNS)))
 	}
+	if rec := r.Recorder; rec != nil {
+		kv.add("recorded with:", recorderSummary(&profile.Recorder{Accounting: rec.Accounting, Kernel: rec.Kernel}))
+	}
 	if g := r.Goroutines; g != nil {
 		kv.add("goroutines:", fmt.Sprintf("%s, %s of goroutine time, up to %d goroutines (table read %d times, every %s); 'wallprof report --goroutines' groups them",
 			g.GoVersion, fmtDur(g.TimeNS), g.MaxGoroutines, g.Snapshots, fmtDur(g.IntervalNS)))

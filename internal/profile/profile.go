@@ -149,6 +149,23 @@ type Profile struct {
 	Cost *Cost
 	// Notes are free-form remarks (target exited, etc.) carried into the file.
 	Notes []string
+	// Recorder says how the recording was made, when known.
+	Recorder *Recorder
+}
+
+// How a recording measured off-CPU time (see doc/recorder.md).
+const (
+	// AccountResumption: at each thread's resumption (sched_exit_tp),
+	// from the kernel's per-task counters; Linux 6.16+ with schedstat.
+	AccountResumption = "resumption"
+	// AccountSwitchTime: at every sched_switch and the switch-in after it.
+	AccountSwitchTime = "switch-time"
+)
+
+// Recorder is how a recording was made, for whoever reads the file later.
+type Recorder struct {
+	Accounting string // AccountResumption or AccountSwitchTime
+	Kernel     string // the recording machine's kernel release (uname -r)
 }
 
 // Cost is the profiler's own resource use during a recording.
