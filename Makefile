@@ -22,6 +22,10 @@ demo: wallprof examples/demo/demo
 # several Go toolchains would otherwise compete with them for the 2 CPUs.
 test:
 	$(GO) test -p 1 ./...
+	@# The switch-time accounting, which kernels before 6.16 or without
+	@# schedstat get, against the ground truth as well (where the kernel has
+	@# sched_exit_tp the run above checked the accounting at resumption).
+	WALLPROF_RESUME=0 $(GO) test -count=1 -run '^(TestRecordCGroundTruth|TestRecordGoProgram|TestRecordAttachTargetExits|TestRecordFollowsChildren)$$' ./cmd/wallprof
 	cd examples/searchserver && $(GO) test ./...
 	$(MAKE) fuzz-smoke
 

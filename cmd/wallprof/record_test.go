@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/wallprof/wallprof/internal/groundtruth"
+	"github.com/wallprof/wallprof/internal/linux"
 	"github.com/wallprof/wallprof/internal/present"
 	"github.com/wallprof/wallprof/internal/profile"
 )
@@ -212,6 +213,7 @@ func TestRecordCGroundTruth(t *testing.T) {
 		t.Errorf("invariant: %v", err)
 	}
 	checkPhases(t, p, truth)
+	checkAccounting(t, p)
 
 	// The thread started mid-recording is there, with its own lifetime.
 	late := truth.Thread("late")
@@ -238,6 +240,37 @@ func TestRecordCGroundTruth(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "cost: profiler CPU") {
 		t.Errorf("no cost line in:\n%s", stderr)
+	}
+}
+
+// wantAccounting is the off-CPU accounting that a recording here should
+// use: at each thread's resumption where the kernel has sched_exit_tp and
+// schedstat, unless WALLPROF_RESUME=0 asks for the switch-time accounting
+// (which `make test` runs the ground-truth tests with too, so that the way
+// older kernels take stays checked).
+func wantAccounting() string {
+	btf, _ := os.ReadFile("/sys/kernel/btf/vmlinux")
+	_, err := os.Stat("/proc/self/schedstat")
+	if os.Getenv("WALLPROF_RESUME") != "0" && bytes.Contains(btf, []byte("btf_trace_sched_exit_tp")) && err == nil {
+		return profile.AccountResumption
+	}
+	return profile.AccountSwitchTime
+}
+
+// checkAccounting checks that the profile says which accounting made it,
+// and that it is the one expected here.
+func checkAccounting(t *testing.T, p *profile.Profile) {
+	t.Helper()
+	want := wantAccounting()
+	if p.Recorder == nil {
+		t.Errorf("the profile does not say how it was recorded; want accounting %q", want)
+		return
+	}
+	if p.Recorder.Accounting != want {
+		t.Errorf("accounting %q, want %q (WALLPROF_RESUME=%q)", p.Recorder.Accounting, want, os.Getenv("WALLPROF_RESUME"))
+	}
+	if rel, _, _, err := linux.KernelRelease(); err == nil && p.Recorder.Kernel != rel {
+		t.Errorf("kernel %q in the profile, uname says %q", p.Recorder.Kernel, rel)
 	}
 }
 
@@ -456,9 +489,7 @@ func TestRecordCostWithStatsAlreadyOn(t *testing.T) {
 	// as well (unless WALLPROF_RESUME=0). Each of the ping-pong's switches here goes through the idle
 	// task (the other thread was woken on the other CPU): two switches of
 	// the machine, two runs (the switch-time accounting: four).
-	btf, _ := os.ReadFile("/sys/kernel/btf/vmlinux")
-	_, err = os.Stat("/proc/self/schedstat")
-	if os.Getenv("WALLPROF_RESUME") != "0" && bytes.Contains(btf, []byte("btf_trace_sched_exit_tp")) && err == nil {
+	if wantAccounting() == profile.AccountResumption {
 		if per := runs / switches; per > 2.6 {
 			t.Errorf("%.2f program runs per context switch of the ping-pong on a kernel with sched_exit_tp and schedstat, want about 2 (resume mode)", per)
 		}
