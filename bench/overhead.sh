@@ -5,11 +5,13 @@
 # bench/cmd/overhead, which interleaves the configurations round by round and
 # prints a table of medians. Run as root from anywhere in the repository:
 #
-#   sudo bench/overhead.sh                       # all configurations, 5 rounds
+#   sudo bench/overhead.sh                       # the default configurations, 5 rounds
 #   ROUNDS=2 CONFIGS=none,perf-99,perf-sched,bpftrace bench/overhead.sh
 #
-# Environment: ROUNDS (5), CONFIGS (all: none,wallprof-99,wallprof-999,wallprof-99-fullstats,
-# wallprof-99-nostats,perf-99,perf-sched,bpftrace), WORKLOADS
+# Environment: ROUNDS (5), CONFIGS (default: none,wallprof-99,wallprof-999,
+# wallprof-99-nostats,perf-99,perf-999,timer-999,perf-sched,bpftrace, and the
+# wallprof-base-99 and -nostats when WALLPROF_BASE is set; the others run when named),
+# WORKLOADS
 # (pingpong-pinned,pingpong,cpubound; NAME-pinned runs the whole command
 # under taskset -c 0, NAME-pinw only the workload), PINGPONG_ITERS (100000),
 # PINGPONG_PINNED_ITERS (1000000), CPUBOUND_ITERS (1000000000), OUT (a new
@@ -36,8 +38,8 @@ gcc "${cflags[@]}" -pthread -o "$bin/pingpong" testdata/workloads/pingpong/pingp
 gcc "${cflags[@]}" -o "$bin/cpubound" testdata/workloads/cpubound/cpubound.c
 
 # wallprof is needed only by the wallprof-* configurations.
-configs=${CONFIGS:-all}
-if [[ $configs == all || $configs == *wallprof* ]]; then
+configs=${CONFIGS:-default}
+if [[ $configs == default || $configs == *wallprof* ]]; then
 	if ! go build -o "$bin/wallprof" ./cmd/wallprof 2>"$bin/wallprof-build.log"; then
 		cat "$bin/wallprof-build.log" >&2
 		die "wallprof does not build (see above; cmd/wallprof may not exist yet).

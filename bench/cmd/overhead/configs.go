@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 )
@@ -18,6 +19,9 @@ type config struct {
 	Ready     string
 	Wallprof  bool // needs the wallprof binary
 	Base      bool // needs the baseline wallprof binary (WALLPROF_BASE)
+	// Optional configurations run only when named in CONFIGS, or, with
+	// WithBase, also by default when WALLPROF_BASE is set.
+	Optional, WithBase bool
 }
 
 // env is what the configurations need to build their commands.
@@ -61,20 +65,20 @@ var allConfigs = []config{
 	// With kernel.bpf_stats_enabled all the time (exact BPF run time), and
 	// never: the cost of measuring the BPF run time (two clock reads per
 	// program run).
-	{Name: "wallprof-99-fullstats", Wrap: wallprofAt("wallprof-99-fullstats", 99, "--bpf-stats", "full"), Wallprof: true},
+	{Name: "wallprof-99-fullstats", Wrap: wallprofAt("wallprof-99-fullstats", 99, "--bpf-stats", "full"), Wallprof: true, Optional: true},
 	{Name: "wallprof-99-nostats", Wrap: wallprofAt("wallprof-99-nostats", 99, "--bpf-stats", "off"), Wallprof: true},
 	// The way without sched_exit_tp (kernels before 6.16): a probe on
 	// sys_exit, which every syscall of the machine runs. env execs wallprof.
 	{Name: "wallprof-99-sysexit", Wrap: func(e *env, argv []string) []string {
 		return append([]string{"env", "WALLPROF_EXIT_TP=0"}, wallprofAt("wallprof-99-sysexit", 99)(e, argv)...)
-	}, Wallprof: true},
+	}, Wallprof: true, Optional: true},
 	{Name: "wallprof-99-sysexit-nostats", Wrap: func(e *env, argv []string) []string {
 		return append([]string{"env", "WALLPROF_EXIT_TP=0"}, wallprofAt("wallprof-99-sysexit-nostats", 99, "--bpf-stats", "off")(e, argv)...)
-	}, Wallprof: true},
+	}, Wallprof: true, Optional: true},
 	// The baseline binary (WALLPROF_BASE), for before/after in one run.
-	{Name: "wallprof-base-99", Wrap: wallprofBaseAt("wallprof-base-99", 99), Base: true},
-	{Name: "wallprof-base-99-fullstats", Wrap: wallprofBaseAt("wallprof-base-99-fullstats", 99, "--bpf-stats", "full"), Base: true},
-	{Name: "wallprof-base-99-nostats", Wrap: wallprofBaseAt("wallprof-base-99-nostats", 99, "--bpf-stats", "off"), Base: true},
+	{Name: "wallprof-base-99", Wrap: wallprofBaseAt("wallprof-base-99", 99), Base: true, Optional: true, WithBase: true},
+	{Name: "wallprof-base-99-fullstats", Wrap: wallprofBaseAt("wallprof-base-99-fullstats", 99, "--bpf-stats", "full"), Base: true, Optional: true},
+	{Name: "wallprof-base-99-nostats", Wrap: wallprofBaseAt("wallprof-base-99-nostats", 99, "--bpf-stats", "off"), Base: true, Optional: true, WithBase: true},
 	{Name: "perf-99", Wrap: func(e *env, argv []string) []string {
 		return append([]string{e.Perf, "record", "-g", "-F", "99", "-o", e.out("perf.data"), "--"}, argv...)
 	}},
@@ -89,7 +93,7 @@ var allConfigs = []config{
 	}},
 	{Name: "timer-bpf-999", Wrap: func(e *env, argv []string) []string {
 		return append([]string{e.Timerfloor, "-F", "999", "-bpf", "--"}, argv...)
-	}},
+	}, Optional: true},
 	{Name: "perf-sched", Wrap: func(e *env, argv []string) []string {
 		return append([]string{e.Perf, "record", "-e", "sched:sched_switch", "-g", "-o", e.out("perf2.data"), "--"}, argv...)
 	}},
@@ -103,7 +107,13 @@ var allConfigs = []config{
 // empty: all), with "none" always first since ratios are relative to it.
 func selectConfigs(list string) ([]config, error) {
 	if list == "" {
-		return allConfigs, nil
+		var out []config
+		for _, c := range allConfigs {
+			if !c.Optional || (c.WithBase && os.Getenv("WALLPROF_BASE") != "") {
+				out = append(out, c)
+			}
+		}
+		return out, nil
 	}
 	want := map[string]bool{"none": true}
 	for _, n := range strings.Split(list, ",") {
@@ -124,10 +134,15 @@ func selectConfigs(list string) ([]config, error) {
 	return out, nil
 }
 
+// configNames lists the configurations, the optional ones in brackets.
 func configNames() string {
 	var names []string
 	for _, c := range allConfigs {
-		names = append(names, c.Name)
+		if c.Optional {
+			names = append(names, "["+c.Name+"]")
+		} else {
+			names = append(names, c.Name)
+		}
 	}
 	return strings.Join(names, ",")
 }

@@ -61,7 +61,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.offcpu, "offcpu", "bench/offcpu.bt", "the bpftrace off-CPU `script`")
 	fs.StringVar(&o.outDir, "out", "", "`dir` for profiles and results.csv (default: a new temporary dir)")
 	fs.IntVar(&o.rounds, "rounds", envInt("ROUNDS", 5), "rounds of interleaved runs (env ROUNDS)")
-	fs.StringVar(&o.configs, "configs", os.Getenv("CONFIGS"), "comma-separated configurations (env CONFIGS; default all: "+configNames()+")")
+	fs.StringVar(&o.configs, "configs", os.Getenv("CONFIGS"), "comma-separated configurations (env CONFIGS; default: all but the [bracketed] ones, which run when named, the wallprof-base ones also when WALLPROF_BASE is set): "+configNames())
 	fs.StringVar(&o.workloads, "workloads", envStr("WORKLOADS", "pingpong-pinned,pingpong,cpubound"), "comma-separated workloads (env WORKLOADS)")
 	fs.IntVar(&o.iters.pingpong, "pingpong-iters", envInt("PINGPONG_ITERS", 100000), "unpinned pingpong round trips (env PINGPONG_ITERS)")
 	fs.IntVar(&o.iters.pingpongPinned, "pingpong-pinned-iters", envInt("PINGPONG_PINNED_ITERS", 1000000), "pinned pingpong round trips (env PINGPONG_PINNED_ITERS)")

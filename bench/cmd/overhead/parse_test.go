@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -111,5 +112,40 @@ func TestCSVRoundTrip(t *testing.T) {
 	}
 	if len(out) != 1 || out[0] != in[0] {
 		t.Errorf("got %+v\nwant %+v", out, in)
+	}
+}
+
+func TestSelectConfigsDefault(t *testing.T) {
+	names := func(cs []config) string {
+		var n []string
+		for _, c := range cs {
+			n = append(n, c.Name)
+		}
+		return strings.Join(n, ",")
+	}
+	t.Setenv("WALLPROF_BASE", "")
+	def, err := selectConfigs("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The default must run without WALLPROF_BASE, and without the
+	// variants that only serve a comparison.
+	if got, want := names(def), "none,wallprof-99,wallprof-999,wallprof-99-nostats,perf-99,perf-999,timer-999,perf-sched,bpftrace"; got != want {
+		t.Errorf("default configurations %s, want %s", got, want)
+	}
+	t.Setenv("WALLPROF_BASE", "/tmp/wp-base")
+	def, _ = selectConfigs("")
+	if got, want := names(def), "none,wallprof-99,wallprof-999,wallprof-99-nostats,wallprof-base-99,wallprof-base-99-nostats,perf-99,perf-999,timer-999,perf-sched,bpftrace"; got != want {
+		t.Errorf("with WALLPROF_BASE set, default configurations %s, want %s", got, want)
+	}
+	named, err := selectConfigs("timer-bpf-999,wallprof-99-fullstats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := names(named), "none,wallprof-99-fullstats,timer-bpf-999"; got != want {
+		t.Errorf("named optional configurations: %s, want %s", got, want)
+	}
+	if _, err := selectConfigs("none,nosuch"); err == nil || !strings.Contains(err.Error(), "nosuch") {
+		t.Errorf("unknown configuration: err %v", err)
 	}
 }
