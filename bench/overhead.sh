@@ -14,7 +14,8 @@
 # WORKLOADS
 # (pingpong-pinned,pingpong,cpubound; NAME-pinned runs the whole command
 # under taskset -c 0, NAME-pinw only the workload), PINGPONG_ITERS (100000),
-# PINGPONG_PINNED_ITERS (1000000), CPUBOUND_ITERS (1000000000), OUT (a new
+# PINGPONG_PINNED_ITERS (1000000), CPUBOUND_ITERS (1000000000), COUNT (a perf
+# event, e.g. instructions, counted over every run with perf stat), OUT (a new
 # temp dir).
 set -euo pipefail
 

@@ -35,6 +35,7 @@ type env struct {
 	OutDir       string // where profiles are written
 	Perf         string // path of perf
 	Timerfloor   string // path of bench/cmd/timerfloor's binary
+	Count        string // perf stat event counted over every run (COUNT), "" for none
 }
 
 func (e *env) out(name string) string { return filepath.Join(e.OutDir, name) }

@@ -37,6 +37,7 @@ type options struct {
 	iters                  iterDefaults
 	report                 string
 	markdown               bool
+	count                  string // perf stat event to count per run, "" for none
 }
 
 func envInt(name string, def int) int {
@@ -66,6 +67,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.iters.pingpong, "pingpong-iters", envInt("PINGPONG_ITERS", 100000), "unpinned pingpong round trips (env PINGPONG_ITERS)")
 	fs.IntVar(&o.iters.pingpongPinned, "pingpong-pinned-iters", envInt("PINGPONG_PINNED_ITERS", 1000000), "pinned pingpong round trips (env PINGPONG_PINNED_ITERS)")
 	fs.IntVar(&o.iters.cpubound, "cpubound-iters", envInt("CPUBOUND_ITERS", 1000000000), "cpubound steps (env CPUBOUND_ITERS)")
+	fs.StringVar(&o.count, "count", os.Getenv("COUNT"), "also count this perf `event` (e.g. instructions) over every whole command with perf stat (env COUNT; needs hardware counters for instructions)")
 	fs.StringVar(&o.report, "report", "", "print the tables of an earlier `results.csv` and exit")
 	fs.BoolVar(&o.markdown, "markdown", false, "with -report: as Markdown tables")
 	if err := fs.Parse(args); err != nil {
@@ -142,7 +144,11 @@ func bench(ctx context.Context, o *options, configs []config, stdout, stderr io.
 	for _, wl := range workloads {
 		labels = append(labels, wl.Label)
 	}
-	fmt.Fprintf(stdout, "\n%d rounds, interleaved; medians; output in %s\n\n", o.rounds, e.OutDir)
+	fmt.Fprintf(stdout, "\n%d rounds, interleaved; medians; output in %s\n", o.rounds, e.OutDir)
+	if e.Count != "" {
+		fmt.Fprintf(stdout, "count: %s over the whole command (perf stat); every run was under perf stat, so compare these times only with each other\n", e.Count)
+	}
+	fmt.Fprintln(stdout)
 	printTables(stdout, labels, configs, results, false)
 	if err := writeMarkdown(filepath.Join(e.OutDir, "tables.md"), labels, configs, results); err != nil {
 		return err
@@ -152,10 +158,36 @@ func bench(ctx context.Context, o *options, configs []config, stdout, stderr io.
 
 func runOne(ctx context.Context, e *env, c config, binDir string, wl workload) (result, error) {
 	argv := wl.argv(binDir)
-	if c.Alongside != nil {
-		return runAlongside(ctx, wl.outer(c.Alongside(e, wl.Bin)), wl.outer(argv), c.Ready, wl.Bin, e.out(c.Name+".out"))
+	if e.Count == "" {
+		if c.Alongside != nil {
+			return runAlongside(ctx, wl.outer(c.Alongside(e, wl.Bin)), wl.outer(argv), c.Ready, wl.Bin, e.out(c.Name+".out"))
+		}
+		return runWrapped(ctx, wl.outer(c.Wrap(e, argv)), wl.Bin)
 	}
-	return runWrapped(ctx, wl.outer(c.Wrap(e, argv)), wl.Bin)
+	// Counting: perf stat around the whole command; around the tool and
+	// the workload each for a tool that runs alongside.
+	stat := func(name string, cmd []string) ([]string, string) {
+		file := e.out(c.Name + "." + name + ".stat")
+		return statArgv(e.Perf, e.Count, file, cmd), file
+	}
+	var r result
+	var err error
+	var files []string
+	if c.Alongside != nil {
+		tool, tf := stat("tool", c.Alongside(e, wl.Bin))
+		work, wf := stat("workload", argv)
+		files = []string{tf, wf}
+		r, err = runAlongside(ctx, wl.outer(tool), wl.outer(work), c.Ready, wl.Bin, e.out(c.Name+".out"))
+	} else {
+		cmd, f := stat("run", c.Wrap(e, argv))
+		files = []string{f}
+		r, err = runWrapped(ctx, wl.outer(cmd), wl.Bin)
+	}
+	if err != nil {
+		return r, err
+	}
+	r.Count, err = readStat(e.Count, files...)
+	return r, err
 }
 
 // setup checks privileges and tools and creates the output directory.
@@ -205,6 +237,16 @@ func setup(o *options, configs []config, workloads []workload) (*env, error) {
 		if err != nil {
 			return nil, fmt.Errorf("configuration %s: %w", c.Name, err)
 		}
+	}
+	if o.count != "" {
+		var err error
+		if e.Perf, err = exec.LookPath("perf"); err != nil {
+			return nil, fmt.Errorf("COUNT=%s needs perf: %w", o.count, err)
+		}
+		if err := checkCountable(e.Perf, o.count); err != nil {
+			return nil, err
+		}
+		e.Count = o.count
 	}
 	if e.OutDir == "" {
 		dir, err := os.MkdirTemp("", "wallprof-bench-")

@@ -21,6 +21,7 @@ type result struct {
 	Config, Workload string
 	Round            int
 	W                workloadReport // the workload's own report
+	Count            float64        // with COUNT: the event's count over the whole command, 0 if not counted
 	CmdWall          time.Duration  // launch of the outermost process to its exit
 	ToolCPU          time.Duration  // the profiler's own user+sys CPU
 	ToolRSSKB        int64          // peak RSS of the profiler process (KiB)
@@ -93,6 +94,9 @@ func runAlongside(ctx context.Context, tool, argv []string, ready, workload, out
 	var toolErr bytes.Buffer
 	tc := exec.CommandContext(ctx, tool[0], tool[1:]...)
 	tc.Stderr = &toolErr
+	// Its own process group, which is sent the SIGINT as by Ctrl-C: the
+	// tool and, when counting, the perf stat around it.
+	tc.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	pipe, err := tc.StdoutPipe()
 	if err != nil {
 		return result{}, err
@@ -116,7 +120,7 @@ func runAlongside(ctx context.Context, tool, argv []string, ready, workload, out
 	}
 	attachedAt := monoNS()
 	w, werr := runWrapped(ctx, argv, workload)
-	tc.Process.Signal(os.Interrupt)
+	syscall.Kill(-tc.Process.Pid, syscall.SIGINT)
 	<-copied
 	terr := tc.Wait()
 	exit := monoNS()

@@ -149,3 +149,25 @@ func TestSelectConfigsDefault(t *testing.T) {
 		t.Errorf("unknown configuration: err %v", err)
 	}
 }
+
+func TestParseStat(t *testing.T) {
+	out := "# started on Sun Nov 22 11:30:00 2026\n\n" +
+		"1234567,,instructions:u,1000000,100.00,,\n" +
+		"89,,cpu_core/instructions/,1000000,100.00,,\n" +
+		"42,,context-switches,1000000,100.00,,\n"
+	if v, err := parseStat([]byte(out), "instructions"); err != nil || v != 1234567+89 {
+		t.Errorf("instructions: %v, %v; want %d", v, err, 1234567+89)
+	}
+	if v, err := parseStat([]byte(out), "context-switches"); err != nil || v != 42 {
+		t.Errorf("context-switches: %v, %v", v, err)
+	}
+	if _, err := parseStat([]byte("<not supported>,,instructions,0,100.00,,\n"), "instructions"); err == nil || !strings.Contains(err.Error(), "not supported") {
+		t.Errorf("not supported: err %v", err)
+	}
+	if _, err := parseStat([]byte(out), "cycles"); err == nil {
+		t.Error("no error for an event that is not there")
+	}
+	if v, err := parseStat([]byte("12.50,msec,task-clock,12500000,100.00,0.9,CPUs utilized\n"), "task-clock"); err != nil || v != 12.5 {
+		t.Errorf("task-clock: %v, %v", v, err)
+	}
+}

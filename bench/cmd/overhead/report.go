@@ -74,6 +74,13 @@ func fmtRatio(x, base float64) string {
 func printTables(w io.Writer, workloads []string, configs []config, results []result, markdown bool) {
 	target := [][]string{{"workload", "config", "runs", "W wall", "slowdown", "paired", "W CPU", "W CPU vs none", "tool CPU",
 		"CPU/work vs none", "switches/s", "cmd wall"}}
+	counted := false
+	for _, r := range results {
+		counted = counted || r.Count > 0
+	}
+	if counted {
+		target[0] = append(target[0], "count", "count vs none")
+	}
 	tool := [][]string{{"workload", "config", "startup", "tail", "peak RSS", "self CPU (% of W)",
 		"self BPF (% of W)", "BPF ns/switch", "BPF runs/switch", "self tail", "self peak mem"}}
 	for _, wl := range workloads {
@@ -95,6 +102,11 @@ func printTables(w io.Writer, workloads []string, configs []config, results []re
 				switchesCol(rs),
 				fmtDur(medianOf(rs, func(r result) float64 { return sec(r.CmdWall) })),
 			})
+			if counted {
+				count := func(r result) float64 { return r.Count }
+				row := &target[len(target)-1]
+				*row = append(*row, fmtCount(medianOf(rs, count)), fmtPaired(rs, base, count))
+			}
 			if c.Name == "none" {
 				continue
 			}
@@ -236,7 +248,7 @@ func writeCSV(path string, results []result) error {
 	cw := csv.NewWriter(f)
 	cw.Write([]string{"workload", "config", "round", "w_wall_ns", "w_cpu_ns", "tool_cpu_ns", "tool_rss_kb",
 		"cmd_wall_ns", "startup_ns", "tail_ns", "self_cpu_ns", "self_bpf_ns", "self_tail_ns", "switches_per_s",
-		"iters", "self_cpu_pct", "self_bpf_pct", "self_bpf_measured", "self_bpf_runs", "self_peak_mib"})
+		"iters", "self_cpu_pct", "self_bpf_pct", "self_bpf_measured", "self_bpf_runs", "self_peak_mib", "count"})
 	for _, r := range results {
 		cw.Write([]string{r.Workload, r.Config, strconv.Itoa(r.Round),
 			i64(int64(r.W.Elapsed)), i64(int64(r.W.CPU)), i64(int64(r.ToolCPU)), i64(r.ToolRSSKB),
@@ -244,7 +256,7 @@ func writeCSV(path string, results []result) error {
 			i64(int64(r.Self.ProfilerCPU)), i64(int64(r.Self.BPF)), i64(int64(r.Self.Finish)),
 			strconv.FormatFloat(r.W.SwitchesPerSec, 'f', 0, 64),
 			i64(r.W.Iters), fmt.Sprint(r.Self.CPUPct), fmt.Sprint(r.Self.BPFPct), strconv.FormatBool(r.Self.HasBPF),
-			i64(r.Self.Runs), fmt.Sprint(r.Self.PeakMiB)})
+			i64(r.Self.Runs), fmt.Sprint(r.Self.PeakMiB), strconv.FormatFloat(r.Count, 'f', -1, 64)})
 	}
 	cw.Flush()
 	if err := cw.Error(); err != nil {
@@ -289,6 +301,7 @@ func readCSV(path string) ([]result, error) {
 		r.Self.ProfilerCPU, r.Self.BPF, r.Self.Finish = d("self_cpu_ns"), d("self_bpf_ns"), d("self_tail_ns")
 		r.Self.CPUPct, r.Self.BPFPct, r.Self.Runs, r.Self.PeakMiB = fl("self_cpu_pct"), fl("self_bpf_pct"), n("self_bpf_runs"), fl("self_peak_mib")
 		r.Self.HasBPF = str("self_bpf_measured") == "true"
+		r.Count = fl("count")
 		r.Self.HasCost = strings.HasPrefix(r.Config, "wallprof")
 		r.Self.HasFinish = r.Self.HasCost && r.Self.Finish > 0
 		out = append(out, r)
