@@ -495,3 +495,37 @@ func TestRecordCostWithStatsAlreadyOn(t *testing.T) {
 		}
 	}
 }
+
+// A thread that burns CPU is sampled at -F, not at the kernel's tick rate
+// (HZ, 250 here): its CPU time counter only moves at ticks and switches, so
+// a timer faster than that must add what the counter has not caught up with
+// yet, or most of its samples see no new CPU time and are skipped. Each run
+// checks the rate of stacks taken and that the samples still add up to the
+// measured on-CPU time.
+func TestRecordSamplesAtFrequency(t *testing.T) {
+	requireRecording(t)
+	bin := groundtruth.Build(t, "cpubound")
+	for _, hz := range []int{99, 999, 4999} {
+		out := filepath.Join(t.TempDir(), "cpu.pb.gz")
+		code, stderr := wallprof(t, "record", "-F", strconv.Itoa(hz), "-o", out, "--", bin, "--iters", "400000000")
+		if code != 0 {
+			t.Fatalf("-F %d: wallprof record exited %d:\n%s", hz, code, stderr)
+		}
+		p := readProfile(t, out)
+		if len(p.Threads) != 1 {
+			t.Fatalf("-F %d: %d threads, want 1", hz, len(p.Threads))
+		}
+		th := p.Threads[0]
+		cpu := th.Time[profile.OnCPU]
+		want := cpu.Seconds() * float64(hz)
+		if got := float64(th.Samples); got < 0.8*want || got > 1.2*want {
+			t.Errorf("-F %d: %d stacks taken in %v of CPU time, want about %.0f", hz, th.Samples, cpu, want)
+		} else {
+			t.Logf("-F %d: %d stacks taken in %v of CPU time (%.0f expected)", hz, th.Samples, cpu, want)
+		}
+		sampled := p.TotalByState()[profile.OnCPU]
+		if d := time.Duration(sampled) - cpu; d > cpu/100 || d < -cpu/100 {
+			t.Errorf("-F %d: on-CPU samples add up to %v, measured %v", hz, time.Duration(sampled), cpu)
+		}
+	}
+}

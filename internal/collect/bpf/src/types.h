@@ -25,6 +25,7 @@ struct thread_info {
 
 struct rq {
 	__u64 clock;
+	__u64 clock_task; /* clock less IRQ and steal time: what CPU time is charged in */
 };
 
 struct cfs_rq {
@@ -32,6 +33,7 @@ struct cfs_rq {
 };
 
 struct sched_entity {
+	__u64 exec_start; /* rq clock_task when sum_exec_runtime was last brought up to date */
 	__u64 sum_exec_runtime;
 	struct cfs_rq *cfs_rq; /* CONFIG_FAIR_GROUP_SCHED */
 };

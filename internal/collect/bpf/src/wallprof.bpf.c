@@ -146,6 +146,9 @@ struct pending {
 volatile u64 clock_off = 0;
 volatile u64 clock_cal = 0;
 #define CALIBRATE_NS 100000000ULL
+/* How far the kernel's CPU time of a running thread can lag outside
+ * __schedule (a tick at HZ=250). */
+#define TICK_SLACK_NS 5000000ULL
 
 /* Set by user space after loading, right before attaching. */
 volatile u64 start_ns = 0;
@@ -289,6 +292,44 @@ static __always_inline u64 sched_now(struct task_struct *p, bool calibrate, u64 
 	clock_off = off;
 	clock_cal = rc;
 	return rc + off;
+}
+
+/* pending_exec is the CPU time of p, running on this CPU, that the kernel
+ * has not added to se.sum_exec_runtime yet. The kernel brings the counter up
+ * to date at each tick and switch (update_curr), so between ticks it lags by
+ * up to a tick, and a timer faster than HZ would see a thread that burns CPU
+ * gain none (and sample it at HZ, not at -F). The lag is the time since the
+ * run queue's clock was last read (on CLOCK_MONOTONIC through clock_off)
+ * plus what that reading did not charge yet (clock_task - exec_start). At
+ * most a tick; an error is made up by the next sample or resumption, which
+ * read the counter again, so totals stay exact. */
+static __always_inline u64 pending_exec(struct task_struct *p)
+{
+	if (!bpf_core_field_exists(p->se.exec_start) || !bpf_core_field_exists(((struct rq *)0)->clock_task) ||
+	    !bpf_core_field_exists(p->se.cfs_rq) || !bpf_core_field_exists(((struct cfs_rq *)0)->rq))
+		return 0;
+	struct cfs_rq *cfs = p->se.cfs_rq;
+	if (!cfs)
+		return 0;
+	struct rq *rq = cfs->rq;
+	if (!rq)
+		return 0;
+	u64 clock = rq->clock;
+	u64 now = bpf_ktime_get_ns();
+	/* The offset to CLOCK_MONOTONIC is at least now - clock, equal to it
+	 * right after the clock is read: where no switch has measured it yet,
+	 * the least seen here. */
+	u64 off = clock_off;
+	if (now > clock && (!off || now - clock < off)) {
+		off = now - clock;
+		clock_off = off;
+	}
+	u64 pend = now > clock + off ? now - clock - off : 0;
+	u64 ct = rq->clock_task;
+	u64 es = p->se.exec_start;
+	if (ct > es && ct - es < TICK_SLACK_NS)
+		pend += ct - es;
+	return pend < TICK_SLACK_NS ? pend : TICK_SLACK_NS;
 }
 
 /* queued_since_out is how long p has waited on a run queue since its last
@@ -934,13 +975,14 @@ int on_cpu_sample(void *ctx)
 		/* Resume mode: by the kernel's CPU time since the thread's
 		 * resumption or its last sample (cpu_mark holds that CPU time),
 		 * not by wall time, which would count a resumption not seen
-		 * as time on CPU. The counter lags by up to a tick; the next
-		 * sample or resumption makes it up. */
+		 * as time on CPU. The counter lags by up to a tick: what it
+		 * lacks is added (pending_exec), and an overestimate is taken
+		 * back from the next sample or resumption (acc < 0). */
 		struct task_struct *task = bpf_get_current_task_btf();
-		u64 exec = task->se.sum_exec_runtime;
+		u64 exec = task->se.sum_exec_runtime + pending_exec(task);
 		u64 mark = st->cpu_mark > st->last_exec ? st->cpu_mark : st->last_exec;
-		s64 acc = st->cpu_acc + (s64)(exec > mark ? exec - mark : 0);
-		st->cpu_mark = exec > mark ? exec : mark;
+		s64 acc = st->cpu_acc + ((s64)exec - (s64)mark);
+		st->cpu_mark = exec;
 		if (acc <= 0) {
 			st->cpu_acc = acc;
 			return 0;
@@ -1102,9 +1144,6 @@ static __always_inline void resume_base(struct tstate *st, struct task_struct *t
 /* More time off a CPU than this since a thread's latest resumption, when no
  * switch was counted, is taken for a switch that was not. */
 #define HIDDEN_OFF_NS 200000ULL
-/* How far the kernel's CPU time of a running thread can lag outside
- * __schedule (a tick at HZ=250). */
-#define TICK_SLACK_NS 5000000ULL
 
 /* resume_split splits span, the time since st's latest resumption, into
  * the CPU time that task's counter gained (*cpu), the wait on a run queue
