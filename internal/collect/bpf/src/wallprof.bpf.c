@@ -253,19 +253,23 @@ static __always_inline void count_lost(u32 cause)
 		*v += 1;
 }
 
+/* task_rq is the run queue p is on (NULL where it cannot be read). */
+static __always_inline struct rq *task_rq(struct task_struct *p)
+{
+	if (!bpf_core_field_exists(p->se.cfs_rq) || !bpf_core_field_exists(((struct cfs_rq *)0)->rq))
+		return NULL;
+	struct cfs_rq *cfs = p->se.cfs_rq;
+	if (!cfs)
+		return NULL;
+	return cfs->rq;
+}
+
 /* rq_clock is the clock of the run queue p is on, as the scheduler last
  * updated it (0 where it cannot be read). */
 static __always_inline u64 rq_clock(struct task_struct *p)
 {
-	if (!bpf_core_field_exists(p->se.cfs_rq) || !bpf_core_field_exists(((struct cfs_rq *)0)->rq))
-		return 0;
-	struct cfs_rq *cfs = p->se.cfs_rq;
-	if (!cfs)
-		return 0;
-	struct rq *rq = cfs->rq;
-	if (!rq)
-		return 0;
-	return rq->clock;
+	struct rq *rq = task_rq(p);
+	return rq ? rq->clock : 0;
 }
 
 /* sched_now is the time of a scheduler event on p's run queue, on
@@ -305,13 +309,9 @@ static __always_inline u64 sched_now(struct task_struct *p, bool calibrate, u64 
  * read the counter again, so totals stay exact. */
 static __always_inline u64 pending_exec(struct task_struct *p)
 {
-	if (!bpf_core_field_exists(p->se.exec_start) || !bpf_core_field_exists(((struct rq *)0)->clock_task) ||
-	    !bpf_core_field_exists(p->se.cfs_rq) || !bpf_core_field_exists(((struct cfs_rq *)0)->rq))
+	if (!bpf_core_field_exists(p->se.exec_start) || !bpf_core_field_exists(((struct rq *)0)->clock_task))
 		return 0;
-	struct cfs_rq *cfs = p->se.cfs_rq;
-	if (!cfs)
-		return 0;
-	struct rq *rq = cfs->rq;
+	struct rq *rq = task_rq(p);
 	if (!rq)
 		return 0;
 	u64 clock = rq->clock;
