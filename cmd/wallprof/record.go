@@ -503,13 +503,17 @@ func (r *recording) build() *profile.Profile {
 	} else if n > 0 {
 		r.notes = append(r.notes, fmt.Sprintf("the kernel did not report %d switches to a recorded thread; each was taken when the thread ran (sched_exit_tp), with exact times and its stack, so nothing is lost", n))
 	}
+	// Each thread's on-CPU samples weigh its exact CPU time over its
+	// sample count, in the whole recording and in the goroutine view's
+	// window alike.
+	scale := r.agg.CPUScale(r.result)
 	p := collect.Build(r.result, r.agg, kr, r.command)
 	if r.gview != nil && r.goaggDone != nil {
 		// The thread samples of the snapshots' window, without the end's
 		// remainders (time of the whole recording).
 		inWindow := *r.result
 		inWindow.Remainders = nil
-		threads := collect.Build(&inWindow, r.goaggDone, kr, r.command)
+		threads := collect.BuildWindow(&inWindow, r.goaggDone, scale, kr, r.command)
 		var res goview.Resolver
 		if pr := r.agg.Resolver(uint32(r.gopid)); pr != nil {
 			res = pr

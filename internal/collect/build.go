@@ -36,6 +36,7 @@ type Aggregator struct {
 	lastAny     map[uint32]*aggEntry      // the latest sample of each thread
 	comm        map[uint32]string
 	perThread   map[uint32]int
+	cpuNominal  map[uint32]int64 // per thread, the summed weights of its on-CPU (timer) samples
 	key         []byte
 	carried     []Remainder // carried weights that came before any sample of their thread and state
 }
@@ -46,6 +47,7 @@ type aggEntry struct {
 	state        profile.State
 	kernel, user []uint64
 	value        int64
+	unsampled    bool // on-CPU time of a thread that no timer sample caught
 }
 
 // NewAggregator returns an aggregator that creates a resolver for each
@@ -58,6 +60,7 @@ func NewAggregator(newResolver func(pid int) (ProcessResolver, error)) *Aggregat
 		entries:     map[string]*aggEntry{},
 		comm:        map[uint32]string{},
 		perThread:   map[uint32]int{},
+		cpuNominal:  map[uint32]int64{},
 		last:        map[threadState]*aggEntry{},
 		lastAny:     map[uint32]*aggEntry{},
 	}
@@ -139,8 +142,83 @@ func (a *Aggregator) add(s *RawSample, st profile.State, kernel, user []uint64, 
 		a.entries[string(k)] = e
 		a.order = append(a.order, e)
 	}
+	if st == profile.OnCPU {
+		a.cpuNominal[s.TID] += w
+	}
 	a.last[threadState{s.TID, st}] = e
 	a.lastAny[s.TID] = e
+}
+
+// UnsampledFunction names the frame that stands for on-CPU time of a thread
+// that no timer sample caught (its bursts added up to less than a sampling
+// period or two): its stack was never observed, so none is invented.
+const UnsampledFunction = "[on-CPU, not sampled]"
+
+// CPUScale is, per thread, the factor from the nominal weight of its timer
+// samples (one sampling period each) to its exact on-CPU time.
+type CPUScale map[uint32]float64
+
+// CPUScale returns the factors that make the on-CPU samples of each thread
+// of res add up to its exact CPU time.
+func (a *Aggregator) CPUScale(res *Result) CPUScale {
+	out := CPUScale{}
+	for _, t := range res.Threads {
+		if n := a.cpuNominal[t.TID]; n > 0 {
+			out[t.TID] = float64(t.Time[profile.OnCPU]) / float64(n)
+		}
+	}
+	return out
+}
+
+// spreadCPU gives each thread's exact on-CPU time to its timer samples in
+// proportion to their counts: the share of a function within a thread is
+// the share of the thread's timer samples that caught it, perf's estimate,
+// unbiased at any rate, and the thread's total stays the kernel's. Time on
+// CPU is never given to a stack seen off CPU. A thread that ran but that no
+// sample caught gets one sample under UnsampledFunction. Rounding goes to
+// the thread's largest sample, so totals are exact to the nanosecond.
+func (a *Aggregator) spreadCPU(res *Result) {
+	byThread := map[uint32][]*aggEntry{}
+	for _, e := range a.order {
+		if e.state == profile.OnCPU && !e.unsampled {
+			byThread[e.tid] = append(byThread[e.tid], e)
+		}
+	}
+	for _, t := range res.Threads {
+		total := int64(t.Time[profile.OnCPU])
+		es := byThread[t.TID]
+		if len(es) == 0 {
+			if total > 0 {
+				e := &aggEntry{pid: t.PID, tid: t.TID, comm: t.Name, state: profile.OnCPU, value: total, unsampled: true}
+				if e.comm == "" {
+					e.comm = a.comm[t.TID]
+				}
+				a.order = append(a.order, e)
+			}
+			continue
+		}
+		n := a.cpuNominal[t.TID]
+		var given int64
+		big := es[0]
+		for _, e := range es {
+			e.value = int64(float64(e.value) * float64(total) / float64(n))
+			given += e.value
+			if e.value > big.value {
+				big = e
+			}
+		}
+		big.value += total - given
+	}
+}
+
+// scaleCPU multiplies the on-CPU samples of each thread by its factor in s
+// (threads without one keep their nominal weights).
+func (a *Aggregator) scaleCPU(s CPUScale) {
+	for _, e := range a.order {
+		if f, ok := s[e.tid]; ok && e.state == profile.OnCPU && !e.unsampled {
+			e.value = int64(float64(e.value) * f)
+		}
+	}
 }
 
 // AddRemainder adds time that no sample represents to the latest sample of
@@ -162,8 +240,23 @@ func (a *Aggregator) AddRemainder(r Remainder) bool {
 }
 
 // Build turns a recording's result and its aggregated samples into a
-// symbolized profile.
+// symbolized profile: each thread's on-CPU samples add up to its exact CPU
+// time (spreadCPU), its off-CPU samples and remainders to its off-CPU time.
 func Build(res *Result, a *Aggregator, kernel KernelResolver, command string) *profile.Profile {
+	a.spreadCPU(res)
+	return build(res, a, kernel, command)
+}
+
+// BuildWindow builds the profile of samples aggregated over part of a
+// recording (the goroutine view's window), scaling on-CPU samples by the
+// whole recording's factors (Aggregator.CPUScale of its aggregator, taken
+// before Build), so that a sample weighs the same in both profiles.
+func BuildWindow(res *Result, a *Aggregator, scale CPUScale, kernel KernelResolver, command string) *profile.Profile {
+	a.scaleCPU(scale)
+	return build(res, a, kernel, command)
+}
+
+func build(res *Result, a *Aggregator, kernel KernelResolver, command string) *profile.Profile {
 	p := &profile.Profile{
 		Start:    res.WallStart,
 		Duration: time.Duration(res.EndNs - res.StartNs),
@@ -208,15 +301,25 @@ type builder struct {
 	locs   map[locKey]*profile.Location
 	maps   map[*profile.Mapping]*profile.Mapping
 	kmap   *profile.Mapping
+
+	unsampled *profile.Location
 }
 
 func (b *builder) sample(e *aggEntry) *profile.Sample {
 	s := &profile.Sample{PID: int(e.pid), TID: int(e.tid), Thread: e.comm, State: e.state, Value: e.value}
+	if e.unsampled {
+		s.Stack = []*profile.Location{b.unsampledLoc()}
+		return s
+	}
 	for i, addr := range e.kernel {
 		s.Stack = append(s.Stack, b.kernelLoc(addr, i == 0))
 	}
-	// Samples taken at a switch, in or out, start inside the scheduler.
-	s.Stack = trimScheduler(s.Stack)
+	// Off-CPU samples, taken at a switch, start inside the scheduler. An
+	// on-CPU sample is where the timer found the CPU: if that was the
+	// scheduler, the scheduler ran.
+	if e.state != profile.OnCPU {
+		s.Stack = trimScheduler(s.Stack)
+	}
 	r := b.a.resolvers[e.pid]
 	for i, addr := range e.user {
 		// user[0] is the thread's saved instruction pointer, an exact pc
@@ -229,6 +332,15 @@ func (b *builder) sample(e *aggEntry) *profile.Sample {
 		s.Stack = append(s.Stack, b.userLoc(e.pid, nil, 0, true))
 	}
 	return s
+}
+
+// unsampledLoc is the location of UnsampledFunction: no address, no mapping.
+func (b *builder) unsampledLoc() *profile.Location {
+	if b.unsampled == nil {
+		b.unsampled = &profile.Location{ID: uint64(len(b.p.Locs) + 1), Frames: []profile.Frame{{Function: UnsampledFunction}}}
+		b.p.Locs = append(b.p.Locs, b.unsampled)
+	}
+	return b.unsampled
 }
 
 func (b *builder) kernelLoc(addr uint64, leaf bool) *profile.Location {

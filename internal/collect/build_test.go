@@ -509,7 +509,6 @@ func buildFixture(t *testing.T) (*Result, *Aggregator, *resolverFactory, *fakeKe
 		Lost:      map[string]uint64{"ringbuf-full": 0, "kernel-stack-failed": 3},
 		Cost:      profile.Cost{ProfilerCPU: time.Millisecond, BPFRunCount: 42},
 		Remainders: []Remainder{
-			{PID: 100, TID: 101, State: profile.OnCPU, Nanos: 1_000_000},
 			{PID: 100, TID: 102, State: profile.Disk, Nanos: 2_000_000},
 			{PID: 100, TID: 999, State: profile.Sleeping, Nanos: 3_000_000}, // no samples: dropped
 		},
@@ -589,11 +588,15 @@ func TestBuild(t *testing.T) {
 		got = append(got, smp{s.TID, s.State, s.Value, strings.Join(stackNames(s), ";")})
 	}
 	want := []smp{
-		{101, profile.OnCPU, 501_000_000, "leaf_fn;caller;main"},
+		// Two timer samples: the thread's exact CPU time, whatever their
+		// nominal weights.
+		{101, profile.OnCPU, 995_000_000, "leaf_fn;caller;main"},
 		// Trimmed up to schedule; user frames below a kernel stack are not leaves.
 		{102, profile.Sleeping, 400_000_000, "do_nanosleep;entry_SYSCALL_64;blocker;main"},
 		{102, profile.Runnable, 50_000_000, "[unknown]+0xdead00;main"},
-		{103, profile.OnCPU, 100, "[stack unavailable]"},
+		{103, profile.OnCPU, 100_000_000, "[stack unavailable]"},
+		// 102 ran 100ms, but no timer sample caught it: no stack is invented.
+		{102, profile.OnCPU, 100_000_000, UnsampledFunction},
 		// Disk remainder of 102: no disk sample, so on its latest stack.
 		{102, profile.Disk, 2_000_000, "[unknown]+0xdead00;main"},
 	}
@@ -640,6 +643,9 @@ func TestBuildLocations(t *testing.T) {
 			space = 0
 		}
 		k := [2]uint64{space, l.Address}
+		if l.Mapping == nil && l.Address == 0 {
+			continue // a frame that stands for what has no stack
+		}
 		if seen[k] {
 			t.Errorf("address %#x has two locations", l.Address)
 		}
@@ -666,9 +672,9 @@ func TestBuildLocations(t *testing.T) {
 		t.Errorf("%d locations for main, want 1", mains)
 	}
 	// 6 user locations (leaf_fn, caller, main, blocker, unknown, stack unavailable)
-	// + 5 kernel ones (all looked up, even those trimmed).
-	if len(p.Locs) != 11 {
-		t.Errorf("%d locations, want 11", len(p.Locs))
+	// + 5 kernel ones (all looked up, even those trimmed) + the unsampled frame.
+	if len(p.Locs) != 12 {
+		t.Errorf("%d locations, want 12", len(p.Locs))
 	}
 
 	// Mappings: one copy each, IDs 1..n; kernel locations on the kernel mapping.
@@ -763,5 +769,45 @@ func TestBuildValidateCatchesInconsistentThreads(t *testing.T) {
 	res.Threads[2].Time[profile.OnCPU] /= 2
 	if err := Build(res, a, kernel, "").Validate(); err == nil {
 		t.Error("Validate accepted a thread accounting for half its lifetime")
+	}
+}
+
+// TestBuildSpreadsCPUOverTimerSamples checks that a thread's exact CPU time
+// is shared by its timer samples in proportion to their counts, to the
+// nanosecond, and that a window's samples are scaled by the same factor.
+func TestBuildSpreadsCPUOverTimerSamples(t *testing.T) {
+	const period = 10_000_000
+	newAgg := func(n map[uint64]int) *Aggregator {
+		a := NewAggregator(nil)
+		for pc, k := range n {
+			for range k {
+				a.Add(mkSample(1, 2, "t", [5]uint64{profile.OnCPU: period}, nil, []uint64{pc}))
+			}
+		}
+		return a
+	}
+	res := &Result{StartNs: 0, EndNs: 10_000_000_000, PeriodNs: period, Threads: []*ThreadRecord{
+		{PID: 1, TID: 2, Name: "t", EndNs: 10_000_000_000, Time: [5]uint64{1_000_000_007, 0, 9_000_000_000 - 7}},
+	}}
+	a := newAgg(map[uint64]int{0xa: 2, 0xb: 1})
+	window := newAgg(map[uint64]int{0xa: 1})
+	scale := a.CPUScale(res)
+	p := Build(res, a, nil, "")
+	byLeaf := map[string]int64{}
+	var total int64
+	for _, s := range p.Samples {
+		byLeaf[s.Stack[0].Frames[0].Function] += s.Value
+		total += s.Value
+	}
+	if total != 1_000_000_007 {
+		t.Errorf("on-CPU samples add up to %d, want the thread's exact 1000000007", total)
+	}
+	a2, b2 := byLeaf["[unknown]+0xa"], byLeaf["[unknown]+0xb"]
+	if a2 < 666_666_000 || a2 > 666_667_000 || b2 < 333_333_000 || b2 > 333_334_000 {
+		t.Errorf("0xa got %d and 0xb %d, want 2/3 and 1/3 of 1000000007", a2, b2)
+	}
+	w := BuildWindow(res, window, scale, nil, "")
+	if len(w.Samples) != 1 || w.Samples[0].Value < 333_333_000 || w.Samples[0].Value > 333_334_000 {
+		t.Errorf("window sample = %+v, want one sample weighing a third of the thread's CPU time", w.Samples)
 	}
 }

@@ -26,7 +26,7 @@ const (
 	sampleSize   = sampleHeader + 2*8*maxStack + snapBytes
 
 	// Byte layout of struct tstate and struct exit_event.
-	tstateSize = 4*8 + 2*8*nstates + 2*8 + 8 + 8 + 8 + 8 + 8
+	tstateSize = 4*8 + 2*8*nstates + 8 + 8 + 8 + 8 + 8
 	exitSize   = 4*4 + 8 + tstateSize + 16
 )
 
@@ -56,8 +56,6 @@ type ThreadState struct {
 	InTS, OutTS, WakeTS, FirstTS uint64
 	Time                         [profile.NumStates]uint64
 	Acc                          [profile.NumStates]uint64
-	CPUAcc                       int64 // on-CPU time not yet sampled; negative: sampled ahead
-	CPUMark                      uint64
 	PID                          uint32
 	OnCPU                        bool
 	OutState                     profile.State
@@ -188,9 +186,6 @@ func decodeTState(b []byte) ThreadState {
 		t.Acc[i] = le.Uint64(b[off:])
 		off += 8
 	}
-	t.CPUAcc = int64(le.Uint64(b[off:]))
-	t.CPUMark = le.Uint64(b[off+8:])
-	off += 16
 	t.PID = le.Uint32(b[off:])
 	t.OnCPU = b[off+4] != 0
 	t.OutState = profile.State(b[off+5])

@@ -88,7 +88,6 @@ func (r sampleRec) bytes() []byte {
 type tstateRec struct {
 	inTS, outTS, wakeTS, firstTS uint64
 	time, acc                    [5]uint64
-	cpuAcc, cpuMark              uint64
 	pid                          uint32
 	onCPU, outState, exited      uint8
 	wakeCPU                      uint32
@@ -100,7 +99,7 @@ type tstateRec struct {
 // fill them with a marker that the decoder must ignore. That the whole struct
 // is tstateSize bytes is checked against bpf2go's output in
 // TestRecordSizesMatchGenerated.
-const tstatePrefix = 4*8 + 5*8 + 5*8 + 8 + 8 + 4 + 4*1 + 4 + 4 // 144
+const tstatePrefix = 4*8 + 5*8 + 5*8 + 4 + 4*1 + 4 + 4 // 128
 
 func (t tstateRec) write(w *leWriter) {
 	w.u64(t.inTS)
@@ -113,8 +112,6 @@ func (t tstateRec) write(w *leWriter) {
 	for _, v := range t.acc {
 		w.u64(v)
 	}
-	w.u64(t.cpuAcc)
-	w.u64(t.cpuMark)
 	w.u32(t.pid)
 	w.u8(t.onCPU)
 	w.u8(t.outState)
@@ -234,11 +231,10 @@ func TestRecordSizesMatchGenerated(t *testing.T) {
 		{"exit_event.comm", unsafe.Offsetof(ee.Comm), uintptr(24 + tstateSize)},
 		{"tstate.time", unsafe.Offsetof(ts.Time), 32},
 		{"tstate.acc", unsafe.Offsetof(ts.Acc), 32 + 8*uintptr(nstates)},
-		{"tstate.cpu_acc", unsafe.Offsetof(ts.CpuAcc), 32 + 16*uintptr(nstates)},
-		{"tstate.pid", unsafe.Offsetof(ts.Pid), 48 + 16*uintptr(nstates)},
-		{"tstate.on_cpu", unsafe.Offsetof(ts.OnCpu), 52 + 16*uintptr(nstates)},
-		{"tstate.out_state", unsafe.Offsetof(ts.OutState), 53 + 16*uintptr(nstates)},
-		{"tstate.exited", unsafe.Offsetof(ts.Exited), 54 + 16*uintptr(nstates)},
+		{"tstate.pid", unsafe.Offsetof(ts.Pid), 32 + 16*uintptr(nstates)},
+		{"tstate.on_cpu", unsafe.Offsetof(ts.OnCpu), 36 + 16*uintptr(nstates)},
+		{"tstate.out_state", unsafe.Offsetof(ts.OutState), 37 + 16*uintptr(nstates)},
+		{"tstate.exited", unsafe.Offsetof(ts.Exited), 38 + 16*uintptr(nstates)},
 	}
 	for _, o := range offsets {
 		if o.got != o.want {
@@ -278,7 +274,7 @@ func TestDecodeGeneratedStructs(t *testing.T) {
 	var ee bpf.WallprofExitEvent
 	ee.Type, ee.Pid, ee.Tid, ee.Ts = evExit, 21, 22, 23
 	ee.St = bpf.WallprofTstate{InTs: 1, OutTs: 2, WakeTs: 3, FirstTs: 4, Time: [5]uint64{5, 6, 7, 8, 9},
-		Acc: [5]uint64{10, 11, 12, 13, 14}, CpuAcc: 15, CpuMark: 16, Pid: 21, OnCpu: 1, OutState: 3,
+		Acc: [5]uint64{10, 11, 12, 13, 14}, Pid: 21, OnCpu: 1, OutState: 3,
 		Exited: 1, WakeCpu: 5}
 	for i, c := range "exiting" {
 		ee.Comm[i] = int8(c)
@@ -293,7 +289,7 @@ func TestDecodeGeneratedStructs(t *testing.T) {
 	}
 	e := ev.(*ThreadExit)
 	wantSt := ThreadState{InTS: 1, OutTS: 2, WakeTS: 3, FirstTS: 4, Time: [5]uint64{5, 6, 7, 8, 9},
-		Acc: [5]uint64{10, 11, 12, 13, 14}, CPUAcc: 15, CPUMark: 16, PID: 21, OnCPU: true,
+		Acc: [5]uint64{10, 11, 12, 13, 14}, PID: 21, OnCPU: true,
 		OutState: profile.Disk, Exited: true}
 	if e.PID != 21 || e.TID != 22 || e.TS != 23 || e.Comm != "exiting" || e.State != wantSt {
 		t.Errorf("exit = %+v, want pid 21 tid 22 ts 23 comm exiting state %+v", e, wantSt)
@@ -541,9 +537,9 @@ func TestDecodeExit(t *testing.T) {
 		typ: evExit, pid: 500, tid: 501, ts: 123456789,
 		st: tstateRec{
 			inTS: 100, outTS: 200, wakeTS: 250, firstTS: 50,
-			time:   [5]uint64{1, 2, 3, 4, 5},
-			acc:    [5]uint64{0, 7, 8, 9, 10},
-			cpuAcc: 11, cpuMark: 12, pid: 500,
+			time:  [5]uint64{1, 2, 3, 4, 5},
+			acc:   [5]uint64{0, 7, 8, 9, 10},
+			pid:   500,
 			onCPU: 0, outState: uint8(profile.Sleeping), exited: 1, wakeCPU: 3,
 		},
 		comm: "thread name 15c",
@@ -559,7 +555,7 @@ func TestDecodeExit(t *testing.T) {
 	want := ThreadExit{PID: 500, TID: 501, TS: 123456789, Comm: "thread name 15c", State: ThreadState{
 		InTS: 100, OutTS: 200, WakeTS: 250, FirstTS: 50,
 		Time: [5]uint64{1, 2, 3, 4, 5}, Acc: [5]uint64{0, 7, 8, 9, 10},
-		CPUAcc: 11, CPUMark: 12, PID: 500, OnCPU: false, OutState: profile.Sleeping, Exited: true,
+		PID: 500, OnCPU: false, OutState: profile.Sleeping, Exited: true,
 	}}
 	if *e != want {
 		t.Errorf("exit = %+v\nwant   %+v", *e, want)
@@ -594,13 +590,13 @@ func TestDecodeExitStateFlags(t *testing.T) {
 func TestDecodeTStateMatchesMapValue(t *testing.T) {
 	// readThreads decodes the thread table's values with decodeTState.
 	var w leWriter
-	tstateRec{inTS: 1, outTS: 2, wakeTS: 3, firstTS: 4, cpuAcc: 5, cpuMark: 6, pid: 7, onCPU: 1,
+	tstateRec{inTS: 1, outTS: 2, wakeTS: 3, firstTS: 4, pid: 7, onCPU: 1,
 		outState: 2, exited: 0, wakeCPU: 9}.write(&w)
 	if len(w.b) != tstateSize {
 		t.Fatalf("tstate is %d bytes, want %d", len(w.b), tstateSize)
 	}
 	got := decodeTState(w.b)
-	want := ThreadState{InTS: 1, OutTS: 2, WakeTS: 3, FirstTS: 4, CPUAcc: 5, CPUMark: 6, PID: 7, OnCPU: true,
+	want := ThreadState{InTS: 1, OutTS: 2, WakeTS: 3, FirstTS: 4, PID: 7, OnCPU: true,
 		OutState: profile.Sleeping}
 	if got != want {
 		t.Errorf("decodeTState = %+v, want %+v", got, want)

@@ -337,7 +337,7 @@ func (s *Session) SeedThreads(pid int) error {
 			if err != nil {
 				continue // exited meanwhile
 			}
-			st.OnCpu, st.InTs, st.CpuMark, st.Pad = 1, first, c.ExecNs, 1
+			st.OnCpu, st.InTs, st.Pad = 1, first, 1
 			st.LastExec, st.RdOut, st.LastRunnable, st.WakeTs = c.ExecNs, c.RunDelayNs, c.Voluntary, c.Involunt
 			if t.State != 'R' && st.LastRunnable > 0 {
 				st.LastRunnable--

@@ -258,12 +258,10 @@ func IsPermission(err error) bool {
 	return errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)
 }
 
-// addRemainders records what a thread accumulated past its last sample: its
-// on-CPU remainder, and its off-CPU remainders when no final sample took them.
+// addRemainders records the off-CPU time a thread accumulated past its last
+// sample, when no final sample took it. (On-CPU time has no remainder: Build
+// spreads each thread's exact CPU time over its timer samples.)
 func (r *Result) addRemainders(pid, tid uint32, st *ThreadState, offCPU bool) {
-	if st.CPUAcc > 0 {
-		r.Remainders = append(r.Remainders, Remainder{pid, tid, profile.OnCPU, uint64(st.CPUAcc)})
-	}
 	if !offCPU {
 		return
 	}

@@ -67,8 +67,6 @@ type WallprofTstate struct {
 	FirstTs      uint64
 	Time         [5]uint64
 	Acc          [5]uint64
-	CpuAcc       int64
-	CpuMark      uint64
 	Pid          uint32
 	OnCpu        uint8
 	OutState     uint8

@@ -20,9 +20,12 @@
  *
  * Stack sampling (bounded by the sampling rate, not by the switch rate):
  *   perf_event            on-CPU samples from a per-CPU cpu-clock timer, each
- *                         weighted by the thread's exact on-CPU time since its
- *                         previous sample; bursts the timer misses are sampled
- *                         at their switch-out once they add up to a period.
+ *                         one sampling period, taken where the CPU was when
+ *                         the timer fired (as perf does). On-CPU time is never
+ *                         sampled at a switch: the stack a thread switches out
+ *                         in is where it waits, not where it computed. User
+ *                         space spreads each thread's exact CPU time over its
+ *                         timer samples (collect.Build).
  *   off-CPU               each thread accumulates off-CPU time per state; when
  *                         a switch-in brings a state's total past a sampling
  *                         period, one stack is taken, weighted by the whole
@@ -92,8 +95,6 @@ struct tstate {
 	u64 first_ts; /* start of this thread's accounting */
 	u64 time[NSTATES];
 	u64 acc[NSTATES]; /* off-CPU time not yet represented by a stack sample */
-	s64 cpu_acc;      /* on-CPU time not yet represented by a sample (negative: sampled ahead) */
-	u64 cpu_mark;     /* the current burst counts from max(in_ts, cpu_mark) */
 	u32 pid;
 	u8 on_cpu;
 	u8 out_state;
@@ -296,40 +297,6 @@ static __always_inline u64 sched_now(struct task_struct *p, bool calibrate, u64 
 	clock_off = off;
 	clock_cal = rc;
 	return rc + off;
-}
-
-/* pending_exec is the CPU time of p, running on this CPU, that the kernel
- * has not added to se.sum_exec_runtime yet. The kernel brings the counter up
- * to date at each tick and switch (update_curr), so between ticks it lags by
- * up to a tick, and a timer faster than HZ would see a thread that burns CPU
- * gain none (and sample it at HZ, not at -F). The lag is the time since the
- * run queue's clock was last read (on CLOCK_MONOTONIC through clock_off)
- * plus what that reading did not charge yet (clock_task - exec_start). At
- * most a tick; an error is made up by the next sample or resumption, which
- * read the counter again, so totals stay exact. */
-static __always_inline u64 pending_exec(struct task_struct *p)
-{
-	if (!bpf_core_field_exists(p->se.exec_start) || !bpf_core_field_exists(((struct rq *)0)->clock_task))
-		return 0;
-	struct rq *rq = task_rq(p);
-	if (!rq)
-		return 0;
-	u64 clock = rq->clock;
-	u64 now = bpf_ktime_get_ns();
-	/* The offset to CLOCK_MONOTONIC is at least now - clock, equal to it
-	 * right after the clock is read: where no switch has measured it yet,
-	 * the least seen here. */
-	u64 off = clock_off;
-	if (now > clock && (!off || now - clock < off)) {
-		off = now - clock;
-		clock_off = off;
-	}
-	u64 pend = now > clock + off ? now - clock - off : 0;
-	u64 ct = rq->clock_task;
-	u64 es = p->se.exec_start;
-	if (ct > es && ct - es < TICK_SLACK_NS)
-		pend += ct - es;
-	return pend < TICK_SLACK_NS ? pend : TICK_SLACK_NS;
 }
 
 /* queued_since_out is how long p has waited on a run queue since its last
@@ -668,7 +635,6 @@ static __always_inline void switch_out(void *ctx, struct task_struct *prev, stru
 	 * a switch event was not reported; what remains of the span it spent
 	 * off CPU. */
 	u64 exec = prev->se.sum_exec_runtime; /* a trusted pointer: a plain load */
-	u64 sampled = 0; /* on-CPU time a runnable sample already stood for */
 	u64 cpu = span;
 	if (st->last_exec && exec >= st->last_exec) {
 		u64 dexec = exec - st->last_exec;
@@ -682,11 +648,10 @@ static __always_inline void switch_out(void *ctx, struct task_struct *prev, stru
 			if (extra > st->last_runnable)
 				extra = st->last_runnable;
 			st->time[ST_RUNNABLE] -= extra;
-			/* What a runnable sample already took cannot be sampled again
-			 * as on-CPU time. */
+			/* What a runnable sample already took stays sampled as
+			 * runnable (a few tens of µs at most). */
 			u64 take = extra < st->acc[ST_RUNNABLE] ? extra : st->acc[ST_RUNNABLE];
 			st->acc[ST_RUNNABLE] -= take;
-			sampled = extra - take;
 			cpu = span + extra;
 			span += extra;
 		}
@@ -717,26 +682,11 @@ static __always_inline void switch_out(void *ctx, struct task_struct *prev, stru
 		if (missed)
 			sample_missed(st, tid, since);
 	}
+	/* The burst's CPU time is exact here; its stacks are the timer's
+	 * samples alone. The stack it switches out in is where it now waits:
+	 * sampling the burst's time there would credit a blocking call (or the
+	 * interrupt exit of a preemption) with CPU time spent elsewhere. */
 	st->time[ST_ONCPU] += cpu;
-	/* The burst's exact CPU time, less what timer samples during it already
-	 * stood for (they weigh wall time since the switch-in, which can exceed
-	 * the CPU time when part of it was spent waiting) and what a runnable
-	 * sample took. */
-	s64 covered = 0;
-	if (!missed && st->cpu_mark > st->in_ts)
-		covered = st->cpu_mark - st->in_ts;
-	s64 acc = st->cpu_acc + (s64)cpu - covered - (s64)sampled;
-	st->cpu_mark = now;
-	/* On-CPU time that the timer samples missed (short bursts between
-	 * sleeps fall between timer ticks) is sampled here, at the end of the
-	 * burst, once it adds up to a period. */
-	if (acc >= (s64)period_ns && !(prev_state & TASK_DEAD)) {
-		u64 w[NSTATES] = {};
-		w[ST_ONCPU] = ((u64)acc / period_ns) * period_ns;
-		acc -= (s64)w[ST_ONCPU];
-		emit_current_sample(ctx, w);
-	}
-	st->cpu_acc = acc;
 	st->on_cpu = 0;
 	st->out_ts = now;
 	st->wake_ts = 0;
@@ -927,7 +877,6 @@ int BPF_PROG(on_wakeup_new, struct task_struct *p)
 		 * gain is its time, counted at its resumptions. */
 		st->on_cpu = 1;
 		st->in_ts = now;
-		st->cpu_mark = 0; /* its CPU time so far */
 		st->pad = 1;
 	}
 	return 0;
@@ -965,48 +914,12 @@ int on_cpu_sample(void *ctx)
 	u32 tgid = id >> 32;
 	if ((u32)id == 0 || !is_target(tgid))
 		return 0;
-	/* The sample weighs the thread's on-CPU time since its last sample,
-	 * measured from scheduler timestamps, so the samples of a thread add up
-	 * to its exact on-CPU time whatever the timer's phase. */
+	/* One sampling period, where the CPU is now: a thread is sampled in
+	 * proportion to its CPU time, in every function in proportion to the
+	 * time spent there, however short its bursts (perf's estimate). User
+	 * space scales a thread's samples to its exact CPU time. */
 	u64 w[NSTATES] = {};
-	u32 tid = (u32)id;
-	struct tstate *st = bpf_map_lookup_elem(&threads, &tid);
-	if (st && resume_mode && st->pad) {
-		/* Resume mode: by the kernel's CPU time since the thread's
-		 * resumption or its last sample (cpu_mark holds that CPU time),
-		 * not by wall time, which would count a resumption not seen
-		 * as time on CPU. The counter lags by up to a tick: what it
-		 * lacks is added (pending_exec), and an overestimate is taken
-		 * back from the next sample or resumption (acc < 0). */
-		struct task_struct *task = bpf_get_current_task_btf();
-		u64 exec = task->se.sum_exec_runtime + pending_exec(task);
-		u64 mark = st->cpu_mark > st->last_exec ? st->cpu_mark : st->last_exec;
-		s64 acc = st->cpu_acc + ((s64)exec - (s64)mark);
-		st->cpu_mark = exec;
-		if (acc <= 0) {
-			st->cpu_acc = acc;
-			return 0;
-		}
-		w[ST_ONCPU] = (u64)acc;
-		st->cpu_acc = 0;
-	} else if (st && st->on_cpu) {
-		u64 now = bpf_ktime_get_ns();
-		u64 mark = st->in_ts > st->cpu_mark ? st->in_ts : st->cpu_mark;
-		s64 acc = st->cpu_acc + (s64)(now > mark ? now - mark : 0);
-		st->cpu_mark = now;
-		if (acc <= 0) {
-			st->cpu_acc = acc; /* still paying back time sampled ahead */
-			return 0;
-		}
-		w[ST_ONCPU] = (u64)acc;
-		st->cpu_acc = 0;
-	} else if (!st) {
-		w[ST_ONCPU] = period_ns; /* not in the thread table: nominal period */
-	}
-	/* else: the thread is between its switch-out tracepoint and the switch
-	 * itself; that time is already accounted. */
-	if (!w[ST_ONCPU])
-		return 0;
+	w[ST_ONCPU] = period_ns;
 	emit_current_sample(ctx, w);
 	return 0;
 }
@@ -1134,7 +1047,6 @@ static __always_inline void resume_base(struct tstate *st, struct task_struct *t
 	st->on_cpu = 1;
 	st->in_ts = now;
 	st->last_exec = task->se.sum_exec_runtime;
-	st->cpu_mark = st->last_exec; /* CPU time, in resume mode */
 	st->rd_out = task->sched_info.run_delay;
 	st->last_runnable = task->nvcsw;
 	st->wake_ts = task->nivcsw;
@@ -1242,31 +1154,19 @@ int BPF_PROG(on_resume, bool is_switch)
 		k = ST_SLEEPING;
 		count_lost(RECOVERED_SWITCH_IN);
 	}
+	/* The burst's CPU time is exact; its stacks are the timer's samples
+	 * alone (the stack here is where it waited, not where it ran). */
 	st->time[ST_ONCPU] += cpu;
 	add_time(st, ST_RUNNABLE, run);
 	add_time(st, k, off - run);
-	/* The CPU time of the burst, less what timer samples during it already
-	 * stood for: sampled once it adds up to a period (short bursts between
-	 * sleeps fall between timer ticks). */
-	s64 covered = 0;
-	if (st->cpu_mark > st->last_exec)
-		covered = st->cpu_mark - st->last_exec;
-	s64 acc = st->cpu_acc + (s64)cpu - covered;
 	u64 w[NSTATES] = {};
 	bool due = false;
-	if (acc >= (s64)period_ns) {
-		w[ST_ONCPU] = ((u64)acc / period_ns) * period_ns;
-		acc -= (s64)w[ST_ONCPU];
-		due = true;
-	}
-	st->cpu_acc = acc;
 	take_due(st, w, ST_RUNNABLE, &due);
 	take_due(st, w, ST_SLEEPING, &due);
 	take_due(st, w, ST_DISK, &due);
 	take_due(st, w, ST_OTHER, &due);
 	st->on_cpu = 1;
 	st->in_ts = now;
-	st->cpu_mark = exec;
 	st->last_exec = exec;
 	st->rd_out = rd;
 	st->last_runnable = nv;
@@ -1339,7 +1239,6 @@ static __always_inline bool resume_close(struct task_struct *task, struct tstate
 	}
 	/* From here to the end user space counts in the state it is in now. */
 	st->in_ts = now;
-	st->cpu_mark = now;
 	st->out_ts = now;
 	st->wake_ts = 0;
 	st->out_state = running ? ST_ONCPU : k;
