@@ -55,3 +55,18 @@ func (p Plan) Validate() error {
 func (p Plan) PeriodNs() uint64 {
 	return uint64(time.Second) / uint64(p.Freq)
 }
+
+// MinOffCPUPeriod bounds OffCPUPeriodNs from below: at most one off-CPU
+// stack per millisecond of a thread's off-CPU time, what -F 999 costs.
+const MinOffCPUPeriod = time.Millisecond
+
+// OffCPUPeriodNs is how much off-CPU time (per thread and state) one
+// off-CPU stack sample stands for: a quarter of the sampling period, but
+// not under MinOffCPUPeriod. Off-CPU intervals are sampled by how much time
+// they add up to, one stack per period crossed, so the share of two waits
+// of a few milliseconds each has a sampling error that shrinks with the
+// number of samples; four times as many as the timer takes halve it, at
+// no cost for a thread that blocks for long (one stack per wait at most).
+func (p Plan) OffCPUPeriodNs() uint64 {
+	return max(p.PeriodNs()/4, uint64(MinOffCPUPeriod))
+}

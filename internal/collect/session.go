@@ -140,11 +140,16 @@ func Open(plan Plan) (*Session, error) {
 // load sets the program's constants and loads it into the kernel.
 func (s *Session) load() error {
 	consts := map[string]any{
-		"period_ns":    s.plan.PeriodNs(),
-		"follow_forks": boolByte(s.plan.FollowForks),
+		"period_ns":     s.plan.PeriodNs(),
+		"off_period_ns": s.plan.OffCPUPeriodNs(),
+		"follow_forks":  boolByte(s.plan.FollowForks),
 	}
 	for name, v := range consts {
-		if err := s.spec.Variables[name].Set(v); err != nil {
+		spec, ok := s.spec.Variables[name]
+		if !ok {
+			return fmt.Errorf("configure BPF program: it has no variable %s (a build from mismatched sources?)", name)
+		}
+		if err := spec.Set(v); err != nil {
 			return fmt.Errorf("configure BPF program (%s): %w", name, err)
 		}
 	}

@@ -106,6 +106,7 @@ const (
 	WallprofVarClockCal     = "clock_cal"
 	WallprofVarClockOff     = "clock_off"
 	WallprofVarFollowForks  = "follow_forks"
+	WallprofVarOffPeriodNs  = "off_period_ns"
 	WallprofVarPeriodNs     = "period_ns"
 	WallprofVarResumeMode   = "resume_mode"
 	WallprofVarStartNs      = "start_ns"
@@ -191,6 +192,7 @@ type WallprofVariableSpecs struct {
 	ClockCal     *ebpf.VariableSpec `ebpf:"clock_cal"`
 	ClockOff     *ebpf.VariableSpec `ebpf:"clock_off"`
 	FollowForks  *ebpf.VariableSpec `ebpf:"follow_forks"`
+	OffPeriodNs  *ebpf.VariableSpec `ebpf:"off_period_ns"`
 	PeriodNs     *ebpf.VariableSpec `ebpf:"period_ns"`
 	ResumeMode   *ebpf.VariableSpec `ebpf:"resume_mode"`
 	StartNs      *ebpf.VariableSpec `ebpf:"start_ns"`
@@ -251,6 +253,7 @@ type WallprofVariables struct {
 	ClockCal     *ebpf.Variable `ebpf:"clock_cal"`
 	ClockOff     *ebpf.Variable `ebpf:"clock_off"`
 	FollowForks  *ebpf.Variable `ebpf:"follow_forks"`
+	OffPeriodNs  *ebpf.Variable `ebpf:"off_period_ns"`
 	PeriodNs     *ebpf.Variable `ebpf:"period_ns"`
 	ResumeMode   *ebpf.Variable `ebpf:"resume_mode"`
 	StartNs      *ebpf.Variable `ebpf:"start_ns"`

@@ -24,9 +24,24 @@
  * contend's run_delay comes only from its own 3 competitors.
  * Total runtime is about 2.1 s x scale.
  *
+ * With --bursts SECONDS, the schedule is instead one of phases shorter than
+ * a sampling period at the default rate (99 Hz, 10.1 ms), repeated for
+ * SECONDS, the way a request-serving thread spends its time:
+ *     server   (2 threads) in a loop: serve_compute burns 3 ms of CPU,
+ *              serve_sleep nanosleeps 5 ms, serve_wait writes a request on
+ *              a pipe and reads the reply, which its feeder sends 2 ms later
+ *     feeder   (one per server) feed_replies: read a request, nanosleep
+ *              2 ms, write the reply, until the server closes its pipe
+ *     crowd    (3 threads) crowd_wait sleeps through the first half, then,
+ *              in a loop: crowd_burst burns 2 ms of CPU, crowd_nap
+ *              nanosleeps 1 ms
+ * In the second half they want ~2.6 CPUs: on 2 CPUs every thread also
+ * waits for one.
+ * Each phase's times are summed over its repetitions.
+ *
  * Options: --truth FILE (or env WALLPROF_TRUTH), --scale F,
  *   --start-delay MS, --late-threads, --exit-after MS (_exit(0) abruptly
- *   after MS; the truth written then has "partial": true).
+ *   after MS; the truth written then has "partial": true), --bursts SECONDS.
  * The truth format is documented in internal/groundtruth/doc.go.
  *
  * Build: gcc -O1 -g -fno-omit-frame-pointer -pthread -o cgt cgt.c
@@ -90,16 +105,24 @@ static int64_t clock_ns(clockid_t id)
 
 static int64_t scaled_ns(double seconds) { return (int64_t)(seconds * scale * 1e9); }
 
+/* The thread's schedstat file, kept open by threads that read it often. */
+static __thread int schedstat_fd = -1;
+
 /* run_delay_ns returns the time this thread has spent on a run queue. */
 static int64_t run_delay_ns(void)
 {
 	char buf[128];
 	long long oncpu = 0, delay = 0;
-	int fd = open("/proc/thread-self/schedstat", O_RDONLY);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
+	ssize_t n;
+	if (schedstat_fd >= 0) {
+		n = pread(schedstat_fd, buf, sizeof buf - 1, 0);
+	} else {
+		int fd = open("/proc/thread-self/schedstat", O_RDONLY);
+		if (fd < 0)
+			return 0;
+		n = read(fd, buf, sizeof buf - 1);
+		close(fd);
+	}
 	if (n <= 0)
 		return 0;
 	buf[n] = 0;
@@ -117,6 +140,8 @@ static void phase_begin(struct snap *s)
 	s->delay = run_delay_ns();
 }
 
+/* phase_end adds the phase begun at b to the thread's record of name (a
+ * phase run repeatedly adds up). */
 static void phase_end(struct thread_rec *r, const char *name, const struct snap *b)
 {
 	struct snap e;
@@ -124,12 +149,18 @@ static void phase_end(struct thread_rec *r, const char *name, const struct snap 
 	e.cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	e.wall = clock_ns(CLOCK_MONOTONIC);
 	pthread_mutex_lock(&rec_mu);
-	if (r->nphases < MAX_PHASES) {
-		struct phase *p = &r->phases[r->nphases++];
+	struct phase *p = NULL;
+	for (int i = 0; i < r->nphases; i++)
+		if (!strcmp(r->phases[i].name, name))
+			p = &r->phases[i];
+	if (!p && r->nphases < MAX_PHASES) {
+		p = &r->phases[r->nphases++];
 		p->name = name;
-		p->wall_ns = e.wall - b->wall;
-		p->cpu_ns = e.cpu - b->cpu;
-		p->run_delay_ns = e.delay - b->delay;
+	}
+	if (p) {
+		p->wall_ns += e.wall - b->wall;
+		p->cpu_ns += e.cpu - b->cpu;
+		p->run_delay_ns += e.delay - b->delay;
 	}
 	pthread_mutex_unlock(&rec_mu);
 }
@@ -230,6 +261,92 @@ __attribute__((noinline)) void wait_cond(void)
 
 __attribute__((noinline)) void stage_wait(void) { pthread_barrier_wait(&stage_barrier); }
 
+/* burn_for computes until the thread has used ns of CPU time. */
+static void burn_for(int64_t ns)
+{
+	int64_t end = clock_ns(CLOCK_THREAD_CPUTIME_ID) + ns;
+	uint64_t x = 7;
+	while (clock_ns(CLOCK_THREAD_CPUTIME_ID) < end) {
+		for (int i = 0; i < 10000; i++)
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+	}
+	sink += x;
+}
+
+static void nap_ns(int64_t ns)
+{
+	struct timespec ts = {ns / 1000000000, ns % 1000000000};
+	nanosleep(&ts, NULL);
+}
+
+/* In bursts mode a phase measures itself, from inside its function: the
+ * clocks are read (and, under load, the thread preempted while reading them)
+ * where a profile sees the phase's function on the stack. phase_begin reads
+ * the wall clock first, phase_end last. */
+#define SELF_BEGIN \
+	struct snap s_; \
+	phase_begin(&s_)
+
+
+__attribute__((noinline)) void serve_compute(struct thread_rec *r)
+{
+	SELF_BEGIN;
+	burn_for(3000000);
+	phase_end(r, __func__, &s_);
+}
+
+__attribute__((noinline)) void serve_sleep(struct thread_rec *r)
+{
+	SELF_BEGIN;
+	nap_ns(5000000);
+	phase_end(r, __func__, &s_);
+}
+
+__attribute__((noinline)) void serve_wait(struct thread_rec *r, int req, int rep)
+{
+	SELF_BEGIN;
+	char c = 'q';
+	if (write(req, &c, 1) == 1)
+		while (read(rep, &c, 1) < 0 && errno == EINTR)
+			;
+	phase_end(r, __func__, &s_);
+}
+
+__attribute__((noinline)) void feed_replies(struct thread_rec *r, int req, int rep)
+{
+	SELF_BEGIN;
+	char c;
+	while (read(req, &c, 1) == 1) {
+		nap_ns(2000000);
+		if (write(rep, &c, 1) != 1)
+			break;
+	}
+	phase_end(r, __func__, &s_);
+}
+
+__attribute__((noinline)) void crowd_burst(struct thread_rec *r)
+{
+	SELF_BEGIN;
+	burn_for(2000000);
+	phase_end(r, __func__, &s_);
+}
+
+__attribute__((noinline)) void crowd_nap(struct thread_rec *r)
+{
+	SELF_BEGIN;
+	nap_ns(1000000);
+	phase_end(r, __func__, &s_);
+}
+
+__attribute__((noinline)) void crowd_wait(struct thread_rec *r, int64_t until)
+{
+	SELF_BEGIN;
+	int64_t now;
+	while ((now = clock_ns(CLOCK_MONOTONIC)) < until)
+		nap_ns(until - now);
+	phase_end(r, __func__, &s_);
+}
+
 /* ---- threads ---- */
 
 #define PHASE(rec, fn, ...)                                                  \
@@ -315,6 +432,87 @@ static void *late_main(void *arg)
 	return NULL;
 }
 
+/* ---- bursts mode ---- */
+
+#define NSERVERS 2
+#define NCROWD 3
+
+static double bursts_seconds;
+static int64_t bursts_deadline;
+
+struct server_pipes {
+	int req[2], rep[2];
+};
+static struct server_pipes spipes[NSERVERS];
+
+/* bursts_thread is the part of every bursts-mode thread's start. */
+static struct thread_rec *bursts_thread(const char *name)
+{
+	struct thread_rec *r = thread_enter(name);
+	schedstat_fd = open("/proc/thread-self/schedstat", O_RDONLY);
+	pthread_barrier_wait(&start_barrier);
+	return r;
+}
+
+static void *server_main(void *arg)
+{
+	struct server_pipes *sp = arg;
+	struct thread_rec *r = bursts_thread("server");
+	while (clock_ns(CLOCK_MONOTONIC) < bursts_deadline) {
+		serve_compute(r);
+		serve_sleep(r);
+		serve_wait(r, sp->req[1], sp->rep[0]);
+	}
+	close(sp->req[1]);
+	thread_exit(r);
+	return NULL;
+}
+
+static void *feeder_main(void *arg)
+{
+	struct server_pipes *sp = arg;
+	struct thread_rec *r = bursts_thread("feeder");
+	feed_replies(r, sp->req[0], sp->rep[1]);
+	thread_exit(r);
+	return NULL;
+}
+
+static void *crowd_main(void *arg)
+{
+	(void)arg;
+	struct thread_rec *r = bursts_thread("crowd");
+	crowd_wait(r, t0_ns + (int64_t)(bursts_seconds * 0.5e9));
+	while (clock_ns(CLOCK_MONOTONIC) < bursts_deadline) {
+		crowd_burst(r);
+		crowd_nap(r);
+	}
+	thread_exit(r);
+	return NULL;
+}
+
+static void start(pthread_t *th, void *(*fn)(void *), void *arg);
+
+/* run_bursts runs the bursts schedule and returns the threads started. */
+static int run_bursts(pthread_t *th)
+{
+	int n = 0;
+	pthread_barrier_init(&start_barrier, NULL, 2 * NSERVERS + NCROWD + 1);
+	for (int i = 0; i < NSERVERS; i++) {
+		if (pipe(spipes[i].req) != 0 || pipe(spipes[i].rep) != 0) {
+			perror("cgt: pipe");
+			exit(1);
+		}
+		start(&th[n++], server_main, &spipes[i]);
+		start(&th[n++], feeder_main, &spipes[i]);
+	}
+	for (int i = 0; i < NCROWD; i++)
+		start(&th[n++], crowd_main, NULL);
+	t0_ns = clock_ns(CLOCK_MONOTONIC);
+	bursts_deadline = t0_ns + (int64_t)(bursts_seconds * 1e9);
+	pthread_barrier_wait(&start_barrier);
+	return n;
+}
+
 /* ---- truth output ---- */
 
 /* write_truth writes the JSON truth file; the caller holds rec_mu. */
@@ -373,7 +571,7 @@ static void start(pthread_t *th, void *(*fn)(void *), void *arg)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: cgt [--truth FILE] [--scale F] [--start-delay MS] [--late-threads] [--exit-after MS]\n");
+	fprintf(stderr, "usage: cgt [--truth FILE] [--scale F] [--start-delay MS] [--late-threads] [--exit-after MS] [--bursts SECONDS]\n");
 	exit(2);
 }
 
@@ -394,6 +592,8 @@ int main(int argc, char **argv)
 			exit_after_ms = atol(argv[++i]);
 		else if (!strcmp(a, "--late-threads"))
 			late_threads = 1;
+		else if (!strcmp(a, "--bursts") && has_val)
+			bursts_seconds = atof(argv[++i]);
 		else
 			usage();
 	}
@@ -406,13 +606,17 @@ int main(int argc, char **argv)
 	pthread_t ex;
 	if (exit_after_ms >= 0)
 		start(&ex, exiter_main, (void *)exit_after_ms);
+	pthread_t th[MAX_THREADS];
+	int n = 0;
+	proc_start_ns = clock_ns(CLOCK_MONOTONIC);
+	if (bursts_seconds > 0) {
+		n = run_bursts(th);
+		goto join;
+	}
 	if (pipe(pipefd) != 0) {
 		perror("cgt: pipe");
 		return 1;
 	}
-	pthread_t th[MAX_THREADS];
-	int n = 0;
-	proc_start_ns = clock_ns(CLOCK_MONOTONIC);
 	pthread_barrier_init(&start_barrier, NULL, 5 + 1 + NSPINNERS + 1);
 	pthread_barrier_init(&stage_barrier, NULL, 1 + 1 + NSPINNERS);
 	start(&th[n++], burner_main, NULL);
@@ -438,6 +642,7 @@ int main(int argc, char **argv)
 	pthread_cond_signal(&cond);
 	pthread_mutex_unlock(&cond_mu);
 
+join:
 	for (int i = 0; i < n; i++)
 		pthread_join(th[i], NULL);
 	pthread_mutex_lock(&rec_mu);

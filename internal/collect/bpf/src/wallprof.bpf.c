@@ -176,6 +176,9 @@ struct tgid_set {
 };
 /* Set by user space before loading. */
 const volatile u64 period_ns = 10101010;
+/* Off-CPU time that one off-CPU stack sample stands for (collect.Plan's
+ * OffCPUPeriodNs). */
+const volatile u64 off_period_ns = 2525252;
 const volatile u8 follow_forks = 0;
 
 struct {
@@ -563,12 +566,12 @@ static __always_inline void add_time(struct tstate *st, int i, u64 d)
 	st->acc[i] += d;
 }
 
-/* take_due moves the whole sampling periods accumulated in state i into the
- * weights of a sample. */
+/* take_due moves the whole off-CPU sampling periods accumulated in state i
+ * into the weights of a sample. */
 static __always_inline void take_due(struct tstate *st, u64 *w, int i, bool *due)
 {
-	if (st->acc[i] >= period_ns) {
-		u64 n = (st->acc[i] / period_ns) * period_ns;
+	if (st->acc[i] >= off_period_ns) {
+		u64 n = (st->acc[i] / off_period_ns) * off_period_ns;
 		st->acc[i] -= n;
 		w[i] = n;
 		*due = true;
