@@ -22,6 +22,7 @@ import (
 	"github.com/wallprof/wallprof/internal/collect"
 	"github.com/wallprof/wallprof/internal/goruntime/escapes"
 	"github.com/wallprof/wallprof/internal/goruntime/gctrace"
+	"github.com/wallprof/wallprof/internal/linux"
 	"github.com/wallprof/wallprof/internal/load"
 	"github.com/wallprof/wallprof/internal/present"
 	"github.com/wallprof/wallprof/internal/present/flame"
@@ -407,6 +408,7 @@ func (inv *investigation) startRecording() {
 		return
 	}
 	r.command = strings.Join(inv.argv, " ")
+	r.program, _ = linux.ProgramAt(inv.path)
 	r.agg.Resolver(uint32(pid))
 	if err := r.session.SeedThreads(pid); err != nil {
 		r.session.Close()
