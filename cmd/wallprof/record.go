@@ -235,6 +235,9 @@ type recording struct {
 	cache   *symbolize.Cache
 	result  *collect.Result
 	command string
+	// program is the program the target was run as and the file it runs
+	// (they differ for a program run through a symlink); zero if unknown.
+	program linux.Program
 	notes   []string
 	stopped time.Time
 
@@ -297,6 +300,7 @@ func (r *recording) attach(ctx context.Context, pid int) int {
 		return r.openError(err)
 	}
 	r.command = cmdline(pid)
+	r.program, _ = linux.ReadProgram(pid) // unknown for a kernel thread
 	// Read the process's mappings now, while it certainly exists.
 	r.agg.Resolver(uint32(pid))
 	if err := r.session.SeedThreads(pid); err != nil {
@@ -345,6 +349,7 @@ func (r *recording) launch(ctx context.Context, path string, args []string) int 
 	}
 	gateR.Close()
 	r.command = strings.Join(args, " ")
+	r.program, _ = linux.ProgramAt(path) // the gate's "$0"
 	pid := cmd.Process.Pid
 	abort := func(code int) int {
 		_ = cmd.Process.Kill()
@@ -524,6 +529,8 @@ func (r *recording) build() *profile.Profile {
 	if r.gonote != "" {
 		p.Notes = append(p.Notes, r.gonote)
 	}
+	// Last: the goroutine view matches mappings by their file name.
+	p.NameProgram(r.program.Path, r.program.Exe)
 	return p
 }
 
@@ -702,11 +709,12 @@ func sortedKeys(m map[string]uint64) []string {
 	return keys
 }
 
-// cmdline reads a process's command line for the profile's header.
+// cmdline reads a process's command line for the profile's header: what
+// was run, as ps shows it.
 func cmdline(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || len(b) == 0 {
+	s, err := linux.CommandLine(pid)
+	if err != nil {
 		return fmt.Sprintf("pid %d", pid)
 	}
-	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+	return s
 }

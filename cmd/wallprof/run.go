@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -22,6 +23,7 @@ import (
 	"github.com/wallprof/wallprof/internal/collect"
 	"github.com/wallprof/wallprof/internal/goruntime/escapes"
 	"github.com/wallprof/wallprof/internal/goruntime/gctrace"
+	"github.com/wallprof/wallprof/internal/linux"
 	"github.com/wallprof/wallprof/internal/load"
 	"github.com/wallprof/wallprof/internal/present"
 	"github.com/wallprof/wallprof/internal/present/flame"
@@ -407,6 +409,7 @@ func (inv *investigation) startRecording() {
 		return
 	}
 	r.command = strings.Join(inv.argv, " ")
+	r.program, _ = linux.ProgramAt(inv.path)
 	r.agg.Resolver(uint32(pid))
 	if err := r.session.SeedThreads(pid); err != nil {
 		r.session.Close()
@@ -597,7 +600,11 @@ func (inv *investigation) allocSection(ctx context.Context, before, after, heapE
 			a.Explained = true
 		}
 	}
-	er := escapes.Join(stacks, diags, escapes.Options{Dir: dir, Sample: "alloc_space", Top: inv.f.top})
+	// The server's build information says which packages are its own, so
+	// that without --src (or when the analysis failed) each allocation is
+	// charged to the same line of its code, and ranked the same, as with it.
+	bi, _ := buildinfo.ReadFile(inv.path)
+	er := escapes.Join(stacks, diags, escapes.Options{Dir: dir, Sample: "alloc_space", Top: inv.f.top, Build: bi})
 	a.Sites = er.Sites
 	if a.Explained {
 		name, path := inv.file("escape reasons of the top sites (JSON)", ".escapes.json")

@@ -49,17 +49,26 @@ func freePort(t *testing.T) string {
 // report's data and the path of its HTML page.
 func investigate(t *testing.T, server string, fixed bool) (*runreport.Report, string) {
 	t.Helper()
+	flags := []string{"--requests", "400", "--heap-interval", "250ms", "--src", filepath.Join("..", "..", "examples", "searchserver")}
+	if fixed {
+		return investigateWith(t, server, flags, "--fixed")
+	}
+	return investigateWith(t, server, flags)
+}
+
+// investigateWith runs `wallprof run` with flags (besides the load, the
+// pprof URL and the output) on the example server, started with
+// serverArgs besides its address and size, and returns the report's data
+// and the path of its HTML page.
+func investigateWith(t *testing.T, server string, flags []string, serverArgs ...string) (*runreport.Report, string) {
+	t.Helper()
 	addr := freePort(t)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "report.html")
-	args := []string{"run", "--load", "http://" + addr + "/search?term=topic",
-		"--concurrency", "4", "--requests", "400",
-		"--pprof", "http://" + addr + "/debug/pprof", "--heap-interval", "250ms",
-		"--src", filepath.Join("..", "..", "examples", "searchserver"), "-o", out,
-		"--", server, "--addr", addr, "--docs", "1000"}
-	if fixed {
-		args = append(args, "--fixed")
-	}
+	args := []string{"run", "--load", "http://" + addr + "/search?term=topic", "--concurrency", "4",
+		"--pprof", "http://" + addr + "/debug/pprof", "-o", out}
+	args = append(append(args, flags...), "--", server, "--addr", addr, "--docs", "1000")
+	args = append(args, serverArgs...)
 	code, output := wallprof(t, args...)
 	t.Logf("wallprof %s\n%s", strings.Join(args, " "), output)
 	if code != 0 {
@@ -200,6 +209,37 @@ func TestRunSearchServer(t *testing.T) {
 	}
 
 	t.Run("browser", func(t *testing.T) { checkReportInBrowser(t, page) })
+}
+
+// Without --src, the allocation sites are the lines of the server's own
+// code, ranked by bytes, as with it: the hotspot, index.go:62, first, not
+// the other strings.ToLower call (index.go:58) nor the library function
+// they both reach. Only the compiler's reasons are missing.
+func TestRunSearchServerWithoutSources(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and loads the example server")
+	}
+	server := buildSearchServer(t)
+	rep, _ := investigateWith(t, server, []string{"--requests", "150", "--heap-interval", "0", "--no-record"})
+	if rep.Alloc == nil || len(rep.Alloc.Sites) < 2 {
+		t.Fatalf("the report has too few allocation sites: %+v", rep.Alloc)
+	}
+	if rep.Alloc.Explained {
+		t.Error("the sites are said to be explained by the compiler without --src")
+	}
+	top, second := rep.Alloc.Sites[0], rep.Alloc.Sites[1]
+	if top.File != "index.go" || top.Line != 62 || top.Func != "main.(*Index).count-range2" || !top.User {
+		t.Errorf("top allocation site is %s:%d (%s, user %v); want index.go:62 in main.(*Index).count-range2, as with --src", top.File, top.Line, top.Func, top.User)
+	}
+	if top.Percent < 50 || top.Bytes < second.Bytes {
+		t.Errorf("index.go:62 has %.1f%% of the bytes (next: %s:%d with %d bytes); the workload makes it the large majority", top.Percent, second.File, second.Line, second.Bytes)
+	}
+	if second.File != "index.go" || second.Line != 58 {
+		t.Errorf("second allocation site is %s:%d; want index.go:58 (the titles' strings.ToLower)", second.File, second.Line)
+	}
+	if !strings.Contains(strings.Join(top.Reasons, "\n"), "strings.ToLower allocates its result") {
+		t.Errorf("index.go:62 reasons %q do not name strings.ToLower", top.Reasons)
+	}
 }
 
 // checkReportInBrowser loads the report in headless Chromium: no page

@@ -24,6 +24,7 @@ import (
 //
 //	wallprof:v1 profile states=on-cpu,runnable,sleeping,disk,other
 //	wallprof:v1 command "<command line>"
+//	wallprof:v1 program "<path the program was run as>"
 //	wallprof:v1 thread pid=<n> tid=<n> name="<comm>" start=<ns> end=<ns> exited=<bool> on-cpu=<ns> runnable=<ns> sleeping=<ns> disk=<ns> other=<ns> samples=<n>
 //	wallprof:v1 lost cause=<cause> n=<count>
 //	wallprof:v1 cost profiler_cpu=<ns> bpf_run=<ns> bpf_runs=<n> target_cpu=<ns> bpf_stats_permille=<share of the recording the BPF statistics were on, 1000 = exact>
@@ -34,9 +35,10 @@ import (
 //
 // Every file has the "profile" record, first: it marks the file as written
 // by wallprof and lists the state names used in the samples' state labels.
-// command and note take one quoted string instead of fields. "kernel" marks
-// a kernel mapping whose file name does not start with "[kernel.kallsyms]"
-// (those are recognised by name). Readers ignore unknown kinds and unknown
+// command, program and note take one quoted string instead of fields;
+// program is the path the program was run as (Profile.Program), which names
+// pprof's main mapping. "kernel" marks a kernel mapping whose file name does
+// not start with "[kernel.kallsyms]" (those are recognised by name). Readers ignore unknown kinds and unknown
 // keys, so fields can be added within v1; an incompatible change bumps the
 // version, and a reader refuses versions it does not know.
 //
@@ -67,6 +69,9 @@ func encodeComments(p *profile.Profile) (human, records []string) {
 	if p.Command != "" {
 		human = append(human, "command: "+oneLine(p.Command))
 		rec = append(rec, commentLead+"command "+strconv.Quote(p.Command))
+	}
+	if p.Program != "" {
+		rec = append(rec, commentLead+"program "+strconv.Quote(p.Program))
 	}
 	human = append(human, "lost events: "+lostSummary(p.Lost))
 	for _, c := range sortedCauses(p.Lost) {
@@ -114,6 +119,7 @@ func encodeComments(p *profile.Profile) (human, records []string) {
 type commentState struct {
 	found          bool // at least one wallprof record
 	command        string
+	program        string
 	threads        []*profile.Thread
 	lost           map[string]uint64
 	cost           *profile.Cost
@@ -137,14 +143,17 @@ func (st *commentState) decodeComment(c string) (other bool, err error) {
 	st.found = true
 	kind, rest, _ := strings.Cut(rest, " ")
 	switch kind {
-	case "command", "note":
+	case "command", "program", "note":
 		s, err := strconv.Unquote(rest)
 		if err != nil {
 			return false, fmt.Errorf("bad wallprof %s comment %q: %v", kind, c, err)
 		}
-		if kind == "command" {
+		switch kind {
+		case "command":
 			st.command = s
-		} else {
+		case "program":
+			st.program = s
+		default:
 			st.notes = append(st.notes, s)
 		}
 		return false, nil

@@ -92,7 +92,7 @@ func toPprof(p *profile.Profile) (*pprof.Profile, error) {
 		mappings[m] = pm
 		pp.Mapping = append(pp.Mapping, pm)
 	}
-	mainFirst(pp, p.Command)
+	mainFirst(pp, p.Program, p.Command)
 	locs, err := pprofLocations(pp, p.Locs, mappings)
 	if err != nil {
 		return nil, err
@@ -126,8 +126,12 @@ func toPprof(p *profile.Profile) (*pprof.Profile, error) {
 }
 
 // mainFirst moves the mapping of the profiled program's executable to the
-// front: pprof names the first mapping as the profile's "File".
-func mainFirst(pp *pprof.Profile, command string) {
+// front: pprof names the first mapping as the profile's "File". That is the
+// first mapping of program (Profile.Program, the path the program was run
+// as, which its mappings carry) when there is one; otherwise, for profiles
+// that do not say (converted, or older), the first user mapping whose base
+// name is the command's first word, or else the first user mapping.
+func mainFirst(pp *pprof.Profile, program, command string) {
 	exe := ""
 	if f := strings.Fields(command); len(f) > 0 {
 		exe = path.Base(f[0])
@@ -136,6 +140,10 @@ func mainFirst(pp *pprof.Profile, command string) {
 	for i, m := range pp.Mapping {
 		if m.File == kernelFile || strings.HasPrefix(m.File, "[") {
 			continue
+		}
+		if program != "" && m.File == program {
+			best = i
+			break
 		}
 		if best < 0 || exe != "" && path.Base(m.File) == exe && path.Base(pp.Mapping[best].File) != exe {
 			best = i
@@ -290,6 +298,7 @@ func fromPprof(pp *pprof.Profile) (*profile.Profile, error) {
 	p := &profile.Profile{
 		Duration: time.Duration(pp.DurationNanos),
 		Command:  st.command,
+		Program:  st.program,
 		Threads:  st.threads,
 		Lost:     st.lost,
 		Cost:     st.cost,

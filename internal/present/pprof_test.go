@@ -529,3 +529,37 @@ func TestPprofGoroutinesRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// pprof names a profile after its first mapping ("File:" in go tool pprof):
+// that must be the program's, named as it was run (Profile.Program), even
+// when a library was mapped first and the command line's first word is not
+// the file's name (a rewritten process title, a symlink).
+func TestPprofMainMappingIsProgram(t *testing.T) {
+	p := testProfile()
+	p.Mappings[0], p.Mappings[1] = p.Mappings[1], p.Mappings[0] // libc first
+	p.Command = "server: worker process"
+	p.NameProgram("/usr/bin/server", "/usr/bin/server")
+	data := writePprof(t, p)
+	pp, err := pprof.Parse(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pp.Mapping[0].File; got != "/usr/bin/server" {
+		t.Errorf("main mapping = %s, want /usr/bin/server", got)
+	}
+	got, err := ReadProfile(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Program != p.Program {
+		t.Errorf("Program after a round trip = %q, want %q", got.Program, p.Program)
+	}
+	// Profiles that do not name their program: the command's first word.
+	p.Program, p.Command = "", "/usr/bin/server --port 1"
+	if pp, err = pprof.Parse(bytes.NewReader(writePprof(t, p))); err != nil {
+		t.Fatal(err)
+	}
+	if got := pp.Mapping[0].File; got != "/usr/bin/server" {
+		t.Errorf("main mapping without Program = %s, want /usr/bin/server", got)
+	}
+}

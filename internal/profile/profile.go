@@ -134,6 +134,11 @@ type Profile struct {
 	Duration time.Duration
 	Period   int64 // sampling period in nanoseconds (1e9 / frequency)
 	Command  string
+	// Program is the path the profiled program was run as ("" when
+	// unknown): for a program run through a symlink, the symlink's path,
+	// not the file it leads to. Its executable's mappings carry this name
+	// (see NameProgram), and pprof's main mapping is the first of them.
+	Program  string
 	Mappings []*Mapping
 	Locs     []*Location
 	Samples  []*Sample
@@ -184,6 +189,28 @@ type Cost struct {
 	// it was extrapolated from that share, 0 that it was not measured.
 	BPFStatsShare float64
 	TargetCPU     time.Duration // the target's CPU time over the same window
+}
+
+// NameProgram records that the profiled program was run as path, a name
+// of the executable file exe (the same file, or a symlink to it). It sets
+// Program and renames the user mappings of exe to path, so that the
+// program is named as it was run everywhere a mapping's file is shown
+// (pprof's "File:", unsymbolized frames, --focus on file names): a profile
+// of Debian's redis-server says redis-server, not redis-check-rdb, the
+// file its symlink leads to. Other mappings keep their file's name.
+func (p *Profile) NameProgram(path, exe string) {
+	if path == "" {
+		return
+	}
+	p.Program = path
+	if exe == "" || exe == path {
+		return
+	}
+	for _, m := range p.Mappings {
+		if m != nil && !m.Kernel && m.File == exe {
+			m.File = path
+		}
+	}
 }
 
 // SortThreads orders threads by PID then TID.

@@ -76,8 +76,9 @@ type Alloc struct {
 	// ProfilerBytes were allocated to serve the profiles wallprof fetched
 	// (net/http/pprof); they are left out of everything above.
 	ProfilerBytes int64 `json:"profiler_bytes"`
-	// Sites are the top allocation sites by bytes, with the compiler's
-	// reasons when the source was given.
+	// Sites are the top allocation sites by bytes: lines of the server's
+	// own code, the same and in the same order whether or not the source
+	// was given; with it, they carry the compiler's reasons too.
 	Sites []escapes.Site `json:"sites,omitempty"`
 	// Explained says whether Sites carry escape-analysis reasons.
 	Explained bool `json:"explained"`

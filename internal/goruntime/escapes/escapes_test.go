@@ -3,12 +3,16 @@ package escapes
 import (
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"errors"
+	"fmt"
 	goldenfile "github.com/wallprof/wallprof/internal/golden"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -169,6 +173,91 @@ func TestJoinRealProfile(t *testing.T) {
 		if !strings.Contains(text.String(), "   1 ") || !strings.Contains(text.String(), "main.go:45 main.search\n") {
 			t.Errorf("text report:\n%s", text.String())
 		}
+
+		// Without the sources, the same sites in the same order: the
+		// binary's build information says which packages are the program's.
+		bi, err := buildinfo.ReadFile(filepath.Join(filepath.Dir(path), "app"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bare := Join(stacks, nil, Options{Sample: s, Top: 10, Build: bi})
+		if got, want := siteKeys(bare.Sites), siteKeys(rep.Sites); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: sites without the sources\n%s\nwant, as with them,\n%s", s, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		if want := "strings.ToLower allocates its result; called from main.go:45 (search)"; !contains(bare.Sites[0].Reasons, want) {
+			t.Errorf("%s: top reasons without the sources %q lack %q", s, bare.Sites[0].Reasons, want)
+		}
+	}
+}
+
+// siteKeys lists the sites' places, functions and weights, in rank order.
+func siteKeys(sites []Site) []string {
+	var out []string
+	for _, s := range sites {
+		out = append(out, fmt.Sprintf("%d %s:%d %s %dB %d objects", s.Rank, s.File, s.Line, s.Func, s.Bytes, s.Objects))
+	}
+	return out
+}
+
+// The ranking does not depend on whether the sources were given: without
+// diagnostics, the program's own packages (its build information) choose
+// each stack's line, as the diagnostics of its module do. Here, as in
+// examples/searchserver, two lines call strings.ToLower, the second with
+// most of the bytes, and the first line's stack comes first; a dependency
+// and a package of the module below its root are told apart too.
+func TestJoinSameSitesWithoutSources(t *testing.T) {
+	toLower := func(fn, file string, line int, bytes int64) Stack {
+		return Stack{Alloc: "internal/bytealg.MakeNoZero", Bytes: bytes, Objects: bytes / 16, Frames: []Frame{
+			{Func: "strings.(*Builder).grow", File: "/usr/local/go/src/strings/builder.go", Line: 67},
+			{Func: "strings.(*Builder).Grow", File: "/usr/local/go/src/strings/builder.go", Line: 81},
+			{Func: "strings.ToLower", File: "/usr/local/go/src/strings/strings.go", Line: 700},
+			{Func: fn, File: file, Line: line},
+			{Func: "main.(*Index).Search", File: "/build/app/cmd/srv/index.go", Line: 90},
+		}}
+	}
+	stacks := []Stack{
+		toLower("main.(*Index).count-range1", "/build/app/cmd/srv/index.go", 58, 9000),
+		toLower("main.(*Index).count-range2", "/build/app/cmd/srv/index.go", 62, 88000),
+		{Bytes: 2000, Objects: 2, Frames: []Frame{
+			{Func: "github.com/dep/cache.(*LRU).Add", File: "/root/go/pkg/mod/github.com/dep/cache@v1.0.0/lru.go", Line: 12},
+			{Func: "example.com/app/internal/rank.Score", File: "/build/app/internal/rank/rank.go", Line: 30},
+		}},
+		{Bytes: 1000, Objects: 1, Alloc: "runtime.newobject", Frames: []Frame{
+			{Func: "example.com/app/internal/rank.newHeap", File: "/build/app/internal/rank/heap.go", Line: 7},
+		}},
+		{Bytes: 500, Objects: 5, Frames: []Frame{{Func: "net/http.readRequest", File: "/usr/local/go/src/net/http/request.go", Line: 1083}}},
+	}
+	diags := []Diagnostic{
+		{File: "cmd/srv/index.go", Line: 58, Col: 3, Message: "inlining call to strings.ToLower"},
+		{File: "cmd/srv/index.go", Line: 62, Col: 3, Message: "inlining call to strings.ToLower"},
+		{File: "internal/rank/rank.go", Line: 30, Col: 2, Message: "can inline Score"},
+		{File: "internal/rank/heap.go", Line: 7, Col: 9, Message: "&heap{} escapes to heap"},
+	}
+	bi := &debug.BuildInfo{Path: "example.com/app/cmd/srv", Main: debug.Module{Path: "example.com/app"}}
+	with := Join(stacks, diags, Options{Dir: "/build/app", Sample: "alloc_space", Build: bi})
+	without := Join(stacks, nil, Options{Sample: "alloc_space", Build: bi})
+	if got, want := siteKeys(without.Sites), siteKeys(with.Sites); !reflect.DeepEqual(got, want) {
+		t.Errorf("sites without the sources\n%s\nwant, as with them,\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if top := without.Sites[0]; top.File != "cmd/srv/index.go" || top.Line != 62 || !top.User {
+		t.Errorf("top site without the sources: %+v", top)
+	}
+	if r := without.Sites[3].Reasons; len(r) != 1 || r[0] != "allocates here (runtime.newobject; no escape analysis was run)" {
+		t.Errorf("reasons of a direct allocation without the sources: %q", r)
+	}
+
+	// Without build information: every package outside the standard
+	// library is the program's (the dependency's line is its own site),
+	// with the paths of the profile.
+	unknown := Join(stacks, nil, Options{Sample: "alloc_space"})
+	var got []string
+	for _, s := range unknown.Sites {
+		got = append(got, fmt.Sprintf("%s:%d", s.File, s.Line))
+	}
+	want := []string{"/build/app/cmd/srv/index.go:62", "/build/app/cmd/srv/index.go:58",
+		"/root/go/pkg/mod/github.com/dep/cache@v1.0.0/lru.go:12", "/build/app/internal/rank/heap.go:7", "/usr/local/go/src/net/http/request.go:1083"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("sites without build information %q, want %q", got, want)
 	}
 }
 
@@ -243,7 +332,8 @@ func appDir(t *testing.T) string {
 }
 
 // appProfile builds and runs testdata/app, which writes its allocation
-// profile (MemProfileRate 1, so every allocation is in it).
+// profile (MemProfileRate 1, so every allocation is in it). It returns the
+// profile's path; the binary is "app" next to it.
 func appProfile(t *testing.T) string {
 	t.Helper()
 	tmp := t.TempDir()

@@ -2,7 +2,9 @@ package escapes
 
 import (
 	"fmt"
+	"path"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strings"
 )
@@ -21,9 +23,10 @@ type Report struct {
 }
 
 // Site is one line of code that allocates. For a line in the analysed
-// packages, File is relative to the build directory; for an allocation with
-// no caller there (runtime start-up, say), it is the path in the profile
-// and User is false.
+// packages, File is relative to the build directory (without diagnostics,
+// to the module's root when it can be told, or else the path in the
+// profile); for an allocation with no caller there (runtime start-up, say),
+// it is the path in the profile and User is false.
 type Site struct {
 	Rank    int      `json:"rank"`
 	File    string   `json:"file"`
@@ -48,6 +51,10 @@ type Options struct {
 	Dir    string // the build directory, absolute; the diagnostics' paths are relative to it
 	Sample Sample // what ranks the sites
 	Top    int    // how many sites to keep; 0 keeps all
+	// Build is the program's build information (debug/buildinfo), when
+	// known. It says which packages are the program's own when there are
+	// no diagnostics (see Join).
+	Build *debug.BuildInfo
 }
 
 // Join ranks the allocation sites of stacks and explains each with the
@@ -55,9 +62,17 @@ type Options struct {
 // leaf) in a file the compiler reported on, that is, in the analysed
 // packages; when frames below it are library code, the site says which
 // library function allocates and that it is called from there.
+//
+// Without diagnostics (no sources, or the analysis failed), the analysed
+// packages are the program's own: package main and the packages of its
+// main module (opt.Build), or, when that is unknown, every package outside
+// the standard library. The sites and their ranking are then the same as
+// with the diagnostics of the module's ./...; only the reasons lack the
+// compiler's word.
 func Join(stacks []Stack, diags []Diagnostic, opt Options) Report {
 	rep := Report{Format: Format, Sample: opt.Sample, Dir: opt.Dir}
 	m := newMatcher(opt.Dir, diags)
+	m.own = newOwnCode(opt.Build)
 	sites := map[string]*Site{}
 	for _, st := range stacks {
 		rep.TotalBytes += st.Bytes
@@ -80,7 +95,7 @@ func Join(stacks []Stack, diags []Diagnostic, opt Options) Report {
 		if total > 0 {
 			s.Percent = 100 * float64(siteWeight(s, opt.Sample)) / float64(total)
 		}
-		if s.User {
+		if s.User && m.analysed() {
 			s.InLoop = loops.inLoop(s.File, s.Line)
 		}
 		s.Reasons = m.reasons(s)
@@ -173,7 +188,12 @@ type matcher struct {
 	dir   string
 	files map[string]bool         // diagnostic files, relative to dir
 	byPos map[string][]Diagnostic // "file:line" → allocating diagnostics
+	own   ownCode                 // the program's own code, without diagnostics
 }
+
+// analysed reports whether there are diagnostics to match: without them,
+// the program's own code is told by its package (ownCode).
+func (m *matcher) analysed() bool { return len(m.files) > 0 }
 
 func newMatcher(dir string, diags []Diagnostic) *matcher {
 	m := &matcher{dir: dir, files: map[string]bool{}, byPos: map[string][]Diagnostic{}}
@@ -198,6 +218,9 @@ func newMatcher(dir string, diags []Diagnostic) *matcher {
 func (m *matcher) user(file, fn string) (string, bool) {
 	if file == "" {
 		return "", false
+	}
+	if !m.analysed() {
+		return m.own.rel(file, fn)
 	}
 	if m.dir != "" && filepath.IsAbs(file) {
 		if rel, err := filepath.Rel(m.dir, file); err == nil && m.files[filepath.ToSlash(rel)] {
@@ -256,7 +279,7 @@ func (m *matcher) reasons(s *Site) []string {
 			}
 		}
 		if len(ds) == 0 {
-			out = append(out, runtimeReason(top(s.allocs))+loop)
+			out = append(out, runtimeReason(top(s.allocs), m.analysed())+loop)
 		}
 	}
 	callees := make([]string, 0, len(s.callees))
@@ -287,11 +310,14 @@ func top(m map[string]int64) string {
 }
 
 // runtimeReason explains an allocation on a line the compiler said nothing
-// about, from the runtime function that made it: appends and conversions
-// allocate without an escape diagnostic.
-func runtimeReason(fn string) string {
+// about (or, when analysed is false, was not asked about), from the runtime
+// function that made it: appends and conversions allocate without an
+// escape diagnostic.
+func runtimeReason(fn string, analysed bool) string {
 	short := strings.TrimPrefix(fn, "runtime.")
 	switch {
+	case !analysed && fn == "":
+		return "allocates here (no escape analysis was run)"
 	case fn == "":
 		return "allocates here, but the compiler reported no escape on this line (is the profile from this source?)"
 	case short == "growslice":
@@ -306,6 +332,9 @@ func runtimeReason(fn string) string {
 		return "converting a value to an interface allocates (" + fn + ")"
 	case strings.HasPrefix(short, "mapassign") || strings.HasPrefix(short, "makemap"):
 		return "the map allocates as it grows (" + fn + ")"
+	}
+	if !analysed {
+		return "allocates here (" + fn + "; no escape analysis was run)"
 	}
 	return "allocates here (" + fn + "), but the compiler reported no escape on this line"
 }
@@ -370,4 +399,48 @@ func pkgOf(fn string) string {
 		return fn[:slash+1+i]
 	}
 	return fn
+}
+
+// ownCode tells the program's own functions from library code when there
+// are no diagnostics to tell them by: package main and the packages of the
+// main module, from the program's build information; without it, every
+// package outside the standard library.
+type ownCode struct {
+	module  string // the main module's path ("" when unknown)
+	mainPkg string // package main's import path ("example.com/app/cmd/srv")
+}
+
+func newOwnCode(bi *debug.BuildInfo) ownCode {
+	if bi == nil {
+		return ownCode{}
+	}
+	return ownCode{module: bi.Main.Path, mainPkg: bi.Path}
+}
+
+// rel returns the file of fn relative to its module's root, as the
+// diagnostics of the module's ./... would name it ("index.go",
+// "internal/search/rank.go"), when fn is the program's own; the path in the
+// profile when the root cannot be told.
+func (o ownCode) rel(file, fn string) (string, bool) {
+	pkg := pkgOf(fn)
+	switch {
+	case o.module == "":
+		return file, fn != "" && !IsStdFunc(fn)
+	case pkg == "main" || pkg == "command-line-arguments":
+		pkg = o.mainPkg
+	case pkg == o.module || strings.HasPrefix(pkg, o.module+"/"):
+	default:
+		return "", false // the standard library, or a dependency
+	}
+	// The package's directory is the module's root plus the package's
+	// path below the module path.
+	sub, ok := strings.CutPrefix(pkg, o.module)
+	if !ok || sub != "" && !strings.HasPrefix(sub, "/") {
+		return file, true
+	}
+	root, ok := strings.CutSuffix(path.Dir(file), sub)
+	if !ok || root == "" || root == "." {
+		return file, true
+	}
+	return strings.TrimPrefix(file, root+"/"), true
 }
