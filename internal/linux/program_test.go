@@ -1,6 +1,7 @@
 package linux
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -8,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRunPaths(t *testing.T) {
@@ -115,7 +117,16 @@ func TestReadProgramSymlink(t *testing.T) {
 				c.cmd.Process.Kill()
 				c.cmd.Wait()
 			}()
-			// Start returns once the exec has succeeded.
+			// Start returns once the exec has closed the close-on-exec
+			// pipe, which is before the kernel sets the new command line:
+			// wait for it.
+			cmdline := fmt.Sprintf("/proc/%d/cmdline", c.cmd.Process.Pid)
+			for i := 0; i < 200; i++ {
+				if b, _ := os.ReadFile(cmdline); strings.HasPrefix(string(b), c.cmd.Args[0]+"\x00") {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
 			got, err := ReadProgram(c.cmd.Process.Pid)
 			if err != nil {
 				t.Fatal(err)
