@@ -8,8 +8,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+	"unsafe"
 
 	"github.com/wallprof/wallprof/internal/profile"
+	"golang.org/x/sys/unix"
 )
 
 // startChild starts a test binary in mode and waits for it to print
@@ -168,5 +171,40 @@ func checkMappings(t *testing.T, p *Process, path string) {
 		if !named && os.Geteuid() == 0 {
 			t.Errorf("no address of the vDSO resolves to clock_gettime")
 		}
+	}
+}
+
+// TestTrimStackRefresh: a return address in code mapped after the process
+// was read (dlopen, a JIT) is kept, found by re-reading the mappings; the
+// mappings are not re-read again for the next miss within refreshEvery.
+func TestTrimStackRefresh(t *testing.T) {
+	p, err := NewProcess(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	jit := uint64(uintptr(unsafe.Pointer(&mem[0]))) + 0x10
+	leaf := p.Mappings()[0].Start
+	const ascii = 0x6565547055776f71
+	time.Sleep(refreshEvery) // the mappings read by NewProcess are due for a refresh
+	if got := p.TrimStack([]uint64{leaf, jit, ascii}); len(got) != 2 {
+		t.Errorf("TrimStack cut code mapped after NewProcess: got %x, want [%x %x]", got, leaf, jit)
+	}
+	const heap = 0x10000 // user space, mapped by no one
+	p.TrimStack([]uint64{leaf, heap})
+	p.mu.RLock()
+	look := p.lastLook
+	p.mu.RUnlock()
+	if got := p.TrimStack([]uint64{leaf, heap}); len(got) != 1 {
+		t.Errorf("TrimStack kept an unmapped return address: %x", got)
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if !p.lastLook.Equal(look) {
+		t.Errorf("mappings re-read %v after the previous read, less than %v", p.lastLook.Sub(look), refreshEvery)
 	}
 }
