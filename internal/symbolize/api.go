@@ -17,7 +17,10 @@
 //   - Frames come from .gopclntab for Go code, else DWARF (line table and
 //     inlined calls; separate debug files found by build ID or
 //     .gnu_debuglink), else .symtab/.dynsym. C++ and Rust names are
-//     demangled with parameters; Rust legacy hashes are dropped.
+//     demangled with parameters; Rust legacy hashes are dropped. DWARF's
+//     record of a function inlined into itself from its own declaration
+//     line (GCC's partial inlining: the split-off tail brought back) is
+//     not a call and adds no frame; inlined recursion does.
 //   - The vDSO is read from the process's memory; anonymous executable
 //     memory (JIT code) resolves to "[anon]+0xADDR" (absolute address).
 //   - User stacks end at their last plausible return address: TrimStack cuts
