@@ -26,8 +26,9 @@
 //   - User stacks end at their last plausible return address: TrimStack cuts
 //     a stack before the first return address outside every executable
 //     mapping of the process (anonymous executable memory and the vDSO
-//     count as executable), re-reading /proc/PID/maps first at most every
-//     100 ms in case the code was mapped since. The collector applies it to
+//     count as executable), re-reading /proc/PID/maps first in case the
+//     code was mapped since: at most every 100 ms, or every 1 ms when the
+//     pc itself is in no mapping (an exec). The collector applies it to
 //     every user stack on arrival, after FixLeaf. Frame-pointer walks done
 //     here (FixLeaf's) also stop where the chain does not grow.
 //   - Kernel addresses are resolved by Kernel (LoadKernel, /proc/kallsyms).

@@ -174,9 +174,10 @@ func checkMappings(t *testing.T, p *Process, path string) {
 	}
 }
 
-// TestTrimStackRefresh: a return address in code mapped after the process
-// was read (dlopen, a JIT) is kept, found by re-reading the mappings; the
-// mappings are not re-read again for the next miss within refreshEvery.
+// TestTrimStackRefresh: a pc or a return address in code mapped after the
+// process was read (exec, dlopen, a JIT) is kept, found by re-reading the
+// mappings; they are not re-read again for the next miss of a return
+// address within refreshEvery.
 func TestTrimStackRefresh(t *testing.T) {
 	p, err := NewProcess(os.Getpid())
 	if err != nil {
@@ -190,9 +191,21 @@ func TestTrimStackRefresh(t *testing.T) {
 	jit := uint64(uintptr(unsafe.Pointer(&mem[0]))) + 0x10
 	leaf := p.Mappings()[0].Start
 	const ascii = 0x6565547055776f71
-	time.Sleep(refreshEvery) // the mappings read by NewProcess are due for a refresh
-	if got := p.TrimStack([]uint64{leaf, jit, ascii}); len(got) != 2 {
-		t.Errorf("TrimStack cut code mapped after NewProcess: got %x, want [%x %x]", got, leaf, jit)
+	// The pc itself in code mapped since: the mappings are re-read (at
+	// most every leafRefreshEvery).
+	time.Sleep(2 * leafRefreshEvery)
+	if got := p.TrimStack([]uint64{jit, jit + 0x10, ascii}); len(got) != 2 {
+		t.Errorf("TrimStack cut a stack whose pc is in code mapped after NewProcess: got %x, want [%x %x]", got, jit, jit+0x10)
+	}
+	mem2, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem2)
+	jit2 := uint64(uintptr(unsafe.Pointer(&mem2[0]))) + 0x10
+	time.Sleep(refreshEvery) // the mappings are due for a refresh
+	if got := p.TrimStack([]uint64{leaf, jit2, ascii}); len(got) != 2 {
+		t.Errorf("TrimStack cut code mapped after the mappings were read: got %x, want [%x %x]", got, leaf, jit2)
 	}
 	const heap = 0x10000 // user space, mapped by no one
 	p.TrimStack([]uint64{leaf, heap})
