@@ -25,8 +25,9 @@ type KernelResolver interface {
 
 // Aggregator sums samples by thread, state and stack as they arrive, so memory
 // grows with the number of distinct stacks, not with the recording's length.
-// User stacks are repaired (FixLeaf) on arrival, while the process and its
-// stack snapshot are at hand.
+// User stacks are repaired (FixLeaf) and cut at their first implausible
+// return address (TrimStack) on arrival, while the process, its mappings
+// and its stack snapshot are at hand.
 type Aggregator struct {
 	newResolver func(pid int) (ProcessResolver, error)
 	resolvers   map[uint32]ProcessResolver
@@ -107,7 +108,7 @@ func (a *Aggregator) Add(s *RawSample) {
 	}
 	user := s.User
 	if r := a.Resolver(s.PID); r != nil && len(user) > 0 {
-		user = r.FixLeaf(s.Regs, s.Snap, user)
+		user = r.TrimStack(r.FixLeaf(s.Regs, s.Snap, user))
 	}
 	a.comm[s.TID] = s.Comm
 	a.perThread[s.TID]++

@@ -184,13 +184,15 @@ func TestTrimScheduler(t *testing.T) {
 // --- Aggregator ---
 
 // fakeResolver is a ProcessResolver for tests. FixLeaf inserts fixFrame after
-// the leaf; Resolve names the addresses in syms; addresses in late are only
+// the leaf; TrimStack cuts a stack before its first return address in
+// garbage; Resolve names the addresses in syms; addresses in late are only
 // known after Refresh.
 type fakeResolver struct {
 	pid       int
 	mapping   *profile.Mapping
 	syms      map[uint64]string
 	late      map[uint64]string
+	garbage   map[uint64]bool
 	fixFrame  uint64
 	fixCalls  int
 	lastRegs  symbolize.Regs
@@ -206,6 +208,15 @@ func (r *fakeResolver) FixLeaf(regs symbolize.Regs, stack []byte, chain []uint64
 		return chain
 	}
 	return slices.Concat(chain[:1], []uint64{r.fixFrame}, chain[1:])
+}
+
+func (r *fakeResolver) TrimStack(stack []uint64) []uint64 {
+	for i := 1; i < len(stack); i++ {
+		if r.garbage[stack[i]] {
+			return stack[:i]
+		}
+	}
+	return stack
 }
 
 func (r *fakeResolver) Resolve(addr uint64) (*profile.Mapping, []profile.Frame) {
@@ -410,6 +421,26 @@ func TestAggregatorFixLeaf(t *testing.T) {
 	if a.Resolver(10) != r {
 		t.Errorf("Resolver(10) is not the process's resolver")
 	}
+}
+
+// TestAggregatorTrimStack: user stacks are cut at their first implausible
+// return address on arrival, after FixLeaf (whose frames are checked too),
+// so that stacks differing only in garbage beyond their outermost frame add
+// up to one entry.
+func TestAggregatorTrimStack(t *testing.T) {
+	f := newFactory()
+	f.byPID[10] = &fakeResolver{syms: map[uint64]string{}, fixFrame: 0xf1,
+		garbage: map[uint64]bool{0x6565547055776f71: true, 0xc000803977: true, 0xbad: true}}
+	f.byPID[20] = &fakeResolver{syms: map[uint64]string{}, fixFrame: 0xbad,
+		garbage: map[uint64]bool{0xbad: true}}
+	a := NewAggregator(f.new)
+	a.Add(mkSample(10, 11, "a", [5]uint64{profile.OnCPU: 5}, nil, []uint64{0x100, 0x200, 0x6565547055776f71, 0x300}))
+	a.Add(mkSample(10, 11, "a", [5]uint64{profile.OnCPU: 5}, nil, []uint64{0x100, 0x200, 0xc000803977}))
+	a.Add(mkSample(20, 21, "b", [5]uint64{profile.OnCPU: 5}, nil, []uint64{0x100, 0x200}))
+	checkEntries(t, a, []entryView{
+		{10, 11, "a", profile.OnCPU, "[]", "[100 f1 200]", 10},
+		{20, 21, "b", profile.OnCPU, "[]", "[100]", 5},
+	})
 }
 
 func TestAggregatorAddRemainder(t *testing.T) {

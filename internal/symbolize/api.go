@@ -17,9 +17,20 @@
 //   - Frames come from .gopclntab for Go code, else DWARF (line table and
 //     inlined calls; separate debug files found by build ID or
 //     .gnu_debuglink), else .symtab/.dynsym. C++ and Rust names are
-//     demangled with parameters; Rust legacy hashes are dropped.
+//     demangled with parameters; Rust legacy hashes are dropped. DWARF's
+//     record of a function inlined into itself from its own declaration
+//     line (GCC's partial inlining: the split-off tail brought back) is
+//     not a call and adds no frame; inlined recursion does.
 //   - The vDSO is read from the process's memory; anonymous executable
 //     memory (JIT code) resolves to "[anon]+0xADDR" (absolute address).
+//   - User stacks end at their last plausible return address: TrimStack cuts
+//     a stack before the first return address outside every executable
+//     mapping of the process (anonymous executable memory and the vDSO
+//     count as executable), re-reading /proc/PID/maps first in case the
+//     code was mapped since: at most every 100 ms, or every 1 ms when the
+//     pc itself is in no mapping (an exec). The collector applies it to
+//     every user stack on arrival, after FixLeaf. Frame-pointer walks done
+//     here (FixLeaf's) also stop where the chain does not grow.
 //   - Kernel addresses are resolved by Kernel (LoadKernel, /proc/kallsyms).
 package symbolize
 
@@ -43,4 +54,9 @@ type Resolver interface {
 	// .gopclntab SP-delta table (Go), and the caller frames the frame-pointer
 	// walk skipped are spliced in. The result is leaf first.
 	FixLeaf(regs Regs, stack []byte, chain []uint64) []uint64
+	// TrimStack cuts a user stack (leaf first) before its first return
+	// address that is in no executable mapping of the process: from there
+	// on, a frame-pointer walk read data, not return addresses. The leaf is
+	// kept.
+	TrimStack(stack []uint64) []uint64
 }

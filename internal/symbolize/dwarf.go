@@ -51,7 +51,8 @@ type funcRange struct {
 type scope struct {
 	ranges   [][2]uint64
 	name     string
-	callFile string // where this inlined call was made (for inlined scopes)
+	origin   dwarf.Offset // the function's abstract entry (its own entry if none)
+	callFile string       // where this inlined call was made (for inlined scopes)
 	callLine int
 	children []*scope
 }
@@ -233,7 +234,10 @@ func (p *cuParser) walk(parent *scope) {
 		switch e.Tag {
 		case dwarf.TagSubprogram:
 			if rs, _ := p.d.Ranges(e); len(rs) > 0 {
-				s := &scope{ranges: rs, name: p.name(e)}
+				s := &scope{ranges: rs, name: p.name(e), origin: e.Offset}
+				if o, ok := e.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset); ok {
+					s.origin = o
+				}
 				for _, r := range rs {
 					p.cu.funcs = append(p.cu.funcs, funcRange{lo: r[0], hi: r[1], fn: s})
 				}
@@ -241,9 +245,14 @@ func (p *cuParser) walk(parent *scope) {
 				continue
 			}
 		case dwarf.TagInlinedSubroutine:
+			if parent != nil && p.splitPart(e, parent) {
+				p.children(e, parent) // not a call: its code is parent's own
+				continue
+			}
 			if parent != nil {
 				rs, _ := p.d.Ranges(e)
 				s := &scope{ranges: rs, name: p.name(e), callFile: p.file(e), callLine: intAttr(e, dwarf.AttrCallLine)}
+				s.origin, _ = e.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset)
 				parent.children = append(parent.children, s)
 				p.children(e, s)
 				continue
@@ -257,6 +266,48 @@ func (p *cuParser) walk(parent *scope) {
 			p.r.SkipChildren()
 		}
 	}
+}
+
+// splitPart reports whether inlined call e inside parent is GCC's partial
+// inlining brought back into the function it was split from, not a call.
+// GCC moves the cold tail of a function f into f.part.N, called from what
+// is left of f, and then inlines f.part.N back into f (and into f's
+// callers, after f's head); DWARF describes the tail as f inlined into f,
+// called from f's own declaration line. glibc 2.36 has 359 of them
+// (__libc_read's multi-threaded path among them), which put every read()
+// twice in a row in a stack. A recursive call inlined into its function
+// is made from the function's body, not from its declaration line, and
+// stays a frame.
+func (p *cuParser) splitPart(e *dwarf.Entry, parent *scope) bool {
+	origin, ok := e.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset)
+	if !ok || origin != parent.origin {
+		return false
+	}
+	call := intAttr(e, dwarf.AttrCallLine)
+	return call > 0 && call == p.declLine(origin)
+}
+
+// declLine returns the DW_AT_decl_line of the entry at off, following
+// DW_AT_specification (C++ members are declared in their class); -1 if
+// there is none.
+func (p *cuParser) declLine(off dwarf.Offset) int {
+	r := p.d.Reader()
+	for depth := 0; depth < 4; depth++ {
+		r.Seek(off)
+		e, err := r.Next()
+		if err != nil || e == nil {
+			return -1
+		}
+		if l := intAttr(e, dwarf.AttrDeclLine); l >= 0 {
+			return l
+		}
+		spec, ok := e.Val(dwarf.AttrSpecification).(dwarf.Offset)
+		if !ok {
+			return -1
+		}
+		off = spec
+	}
+	return -1
 }
 
 func (p *cuParser) children(e *dwarf.Entry, parent *scope) {

@@ -2,6 +2,7 @@ package symbolize
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -107,6 +108,63 @@ func TestInlineFrames(t *testing.T) {
 		}
 	}
 	t.Errorf("no address in static_outer has the inline chain inl_leaf < inl_mid < static_outer")
+}
+
+// TestPartialInliningFrames: GCC's partial inlining makes DWARF say that
+// split_me is inlined into split_me, called from split_me's declaration
+// line; addr2line shows split_me twice. That is one frame, with the line of
+// the pc; recurse inlined into itself (called from its body) stays a frame
+// per call. Everything else is as addr2line says.
+func TestPartialInliningFrames(t *testing.T) {
+	bin := filepath.Join(binaries(t), "splitprog")
+	src, err := os.ReadFile(filepath.Join("testdata", "splitprog.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	decl := 0
+	for i, line := range strings.Split(string(src), "\n") {
+		if strings.HasPrefix(line, "long split_me(") {
+			decl = i + 1
+		}
+	}
+	artifact := frameText{fn: "split_me", loc: fmt.Sprintf("splitprog.c:%d", decl)}
+	syms := funcSymbols(t, bin)
+	var addrs []uint64
+	for _, name := range []string{"split_me", "split_caller1", "split_caller2", "recurse_outer"} {
+		s := syms[name]
+		for a := s.Value; a < s.Value+s.Size; a++ {
+			addrs = append(addrs, a)
+		}
+	}
+	truth := addr2line(t, bin, addrs)
+	o := openTestObject(t, bin)
+	splits, recursions, bad := 0, 0, 0
+	for _, a := range addrs {
+		var want []frameText
+		for i, f := range truth[a] {
+			if i > 0 && f == artifact && truth[a][i-1].fn == "split_me" {
+				splits++
+				continue
+			}
+			want = append(want, f)
+		}
+		got := ourFrames(o.frames(a), true)
+		for i := 1; i < len(got); i++ {
+			if got[i].fn == "recurse" && got[i-1].fn == "recurse" {
+				recursions++
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			if bad++; bad <= 10 {
+				t.Errorf("%#x: got %v, want %v (addr2line: %v)", a, got, want, truth[a])
+			}
+		}
+	}
+	requires(t, splits > 0, "gcc did not inline split_me's split tail back into split_me: nothing to test")
+	if recursions == 0 {
+		t.Errorf("no address shows recurse inlined into recurse")
+	}
+	t.Logf("%d addresses, %d with split_me inlined into itself, %d recursive inline frames", len(addrs), splits, recursions)
 }
 
 func TestCXXDemangling(t *testing.T) {

@@ -83,6 +83,7 @@ func buildAll(dir string) error {
 		{"objcopy", "--only-keep-debug", filepath.Join(dir, "cprog-split"), filepath.Join(dir, "cprog-split.debug")},
 		{"objcopy", "--strip-debug", "--add-gnu-debuglink=" + filepath.Join(dir, "cprog-split.debug"), filepath.Join(dir, "cprog-split")},
 		{"g++", "-g", "-O2", "-o", filepath.Join(dir, "cxxprog"), filepath.Join(src, "cxxprog.cpp")},
+		{"gcc", "-g", "-O2", "-o", filepath.Join(dir, "splitprog"), filepath.Join(src, "splitprog.c")},
 	}
 	for _, args := range cmds {
 		cmd := exec.Command(args[0], args[1:]...)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/wallprof/wallprof/internal/profile"
 )
@@ -20,9 +21,10 @@ type Process struct {
 	pid   int
 	cache *Cache
 
-	mu     sync.RWMutex
-	maps   []*region // sorted by start, non-overlapping
-	nextID uint64
+	mu       sync.RWMutex
+	maps     []*region // sorted by start, non-overlapping
+	nextID   uint64
+	lastLook time.Time // when the mappings were last read, or TrimStack last tried to
 }
 
 var _ Resolver = (*Process)(nil)
@@ -100,6 +102,7 @@ func (p *Process) Refresh() error {
 		}
 	}
 	p.maps = regions
+	p.lastLook = time.Now()
 	return nil
 }
 
@@ -183,6 +186,66 @@ func (p *Process) region(addr uint64) *region {
 		return p.maps[i]
 	}
 	return nil
+}
+
+// refreshEvery bounds how often TrimStack re-reads the mappings to look for
+// a return address that lies outside all of them; leafRefreshEvery, how
+// often it does when the pc itself is outside them (then they are certainly
+// out of date: an exec, new JIT code).
+const (
+	refreshEvery     = 100 * time.Millisecond
+	leafRefreshEvery = time.Millisecond
+)
+
+// userAddrLimit is the end of user space with 5-level paging; x86-64 user
+// space with 4-level paging ends at 1<<47. The one executable page above it,
+// the legacy vsyscall page, is in /proc/PID/maps.
+const userAddrLimit = 1 << 56
+
+// TrimStack cuts a user stack (leaf first: stack[0] the thread's pc, the
+// others return addresses) before its first return address that lies in no
+// executable mapping of the process: a frame-pointer walk that went past the
+// outermost frame (a thread entry that left RBP set, Go's runtime.mcall or
+// runtime.mstart) reads stack or heap data, often ASCII, as return
+// addresses, and everything from there on is garbage. A return address is
+// checked at address-1, as it is resolved. Anonymous executable memory (JIT
+// code), the vDSO and files that could not be opened are executable
+// mappings too. An address outside every mapping that could be user space
+// makes TrimStack re-read the mappings first (at most every refreshEvery,
+// or every leafRefreshEvery when the pc is outside them too), so that code
+// mapped since is kept. stack[0] is never cut. The result shares stack's
+// memory.
+func (p *Process) TrimStack(stack []uint64) []uint64 {
+	if len(stack) > 1 && p.region(stack[0]) == nil {
+		p.lookAgain(leafRefreshEvery)
+	}
+	for i := 1; i < len(stack); i++ {
+		if stack[i] == 0 || !p.executable(stack[i]-1) {
+			return stack[:i]
+		}
+	}
+	return stack
+}
+
+// executable reports whether addr is in an executable mapping, re-reading
+// the mappings at most every refreshEvery when it is not.
+func (p *Process) executable(addr uint64) bool {
+	if p.region(addr) != nil {
+		return true
+	}
+	return addr < userAddrLimit && p.lookAgain(refreshEvery) && p.region(addr) != nil
+}
+
+// lookAgain re-reads the mappings unless they were read less than every
+// ago. It reports whether it did.
+func (p *Process) lookAgain(every time.Duration) bool {
+	p.mu.Lock()
+	due := time.Since(p.lastLook) >= every
+	if due {
+		p.lastLook = time.Now() // also when the process is gone and Refresh fails
+	}
+	p.mu.Unlock()
+	return due && p.Refresh() == nil
 }
 
 // locate returns the object and ELF virtual address of addr.

@@ -8,8 +8,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+	"unsafe"
 
 	"github.com/wallprof/wallprof/internal/profile"
+	"golang.org/x/sys/unix"
 )
 
 // startChild starts a test binary in mode and waits for it to print
@@ -168,5 +171,53 @@ func checkMappings(t *testing.T, p *Process, path string) {
 		if !named && os.Geteuid() == 0 {
 			t.Errorf("no address of the vDSO resolves to clock_gettime")
 		}
+	}
+}
+
+// TestTrimStackRefresh: a pc or a return address in code mapped after the
+// process was read (exec, dlopen, a JIT) is kept, found by re-reading the
+// mappings; they are not re-read again for the next miss of a return
+// address within refreshEvery.
+func TestTrimStackRefresh(t *testing.T) {
+	p, err := NewProcess(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	jit := uint64(uintptr(unsafe.Pointer(&mem[0]))) + 0x10
+	leaf := p.Mappings()[0].Start
+	const ascii = 0x6565547055776f71
+	// The pc itself in code mapped since: the mappings are re-read (at
+	// most every leafRefreshEvery).
+	time.Sleep(2 * leafRefreshEvery)
+	if got := p.TrimStack([]uint64{jit, jit + 0x10, ascii}); len(got) != 2 {
+		t.Errorf("TrimStack cut a stack whose pc is in code mapped after NewProcess: got %x, want [%x %x]", got, jit, jit+0x10)
+	}
+	mem2, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem2)
+	jit2 := uint64(uintptr(unsafe.Pointer(&mem2[0]))) + 0x10
+	time.Sleep(refreshEvery) // the mappings are due for a refresh
+	if got := p.TrimStack([]uint64{leaf, jit2, ascii}); len(got) != 2 {
+		t.Errorf("TrimStack cut code mapped after the mappings were read: got %x, want [%x %x]", got, leaf, jit2)
+	}
+	const heap = 0x10000 // user space, mapped by no one
+	p.TrimStack([]uint64{leaf, heap})
+	p.mu.RLock()
+	look := p.lastLook
+	p.mu.RUnlock()
+	if got := p.TrimStack([]uint64{leaf, heap}); len(got) != 1 {
+		t.Errorf("TrimStack kept an unmapped return address: %x", got)
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if !p.lastLook.Equal(look) {
+		t.Errorf("mappings re-read %v after the previous read, less than %v", p.lastLook.Sub(look), refreshEvery)
 	}
 }

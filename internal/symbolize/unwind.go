@@ -18,7 +18,7 @@ func (p *Process) FixLeaf(regs Regs, stack []byte, chain []uint64) []uint64 {
 		return chain
 	}
 	u := unwinder{p: p, stack: stack, base: regs.SP}
-	pcs, bp, bpRestored := u.run(regs)
+	pcs, cfa, bp, bpRestored := u.run(regs)
 	if len(pcs) == 0 || (len(chain) > 1 && pcs[0] == chain[1]) {
 		return chain // nothing was missing
 	}
@@ -34,7 +34,7 @@ func (p *Process) FixLeaf(regs Regs, stack []byte, chain []uint64) []uint64 {
 	// walked from a bogus RBP and chain[1:] is garbage. Continue the
 	// frame-pointer walk from the restored RBP, but only inside our copy of
 	// the stack; what lies beyond it is lost.
-	return append(out, u.fpWalk(bp)...)
+	return append(out, u.fpWalk(bp, cfa)...)
 }
 
 type unwinder struct {
@@ -53,9 +53,12 @@ func (u *unwinder) read(addr uint64) (uint64, bool) {
 }
 
 // run unwinds frameless frames from regs. It returns the recovered return
-// addresses, the value RBP has in the joining frame and whether that value
-// was restored from the stack (rather than left untouched).
-func (u *unwinder) run(regs Regs) (pcs []uint64, bp uint64, restored bool) {
+// addresses, the joining frame's stack pointer (the last frame's CFA), the
+// value RBP has in the joining frame and whether that value was restored
+// from the stack (rather than left untouched). It stops where a frame's CFA
+// is not above its stack pointer: the stack grows down, so such a row is
+// wrong or was applied to the wrong frame.
+func (u *unwinder) run(regs Regs) (pcs []uint64, sp, bp uint64, restored bool) {
 	pc, sp, bp := regs.IP, regs.SP, regs.BP
 	for i := 0; i < maxLeafFrames; i++ {
 		lookup := pc
@@ -63,7 +66,7 @@ func (u *unwinder) run(regs Regs) (pcs []uint64, bp uint64, restored bool) {
 			lookup = pc - 1 // a return address may be just past its function
 		}
 		ra, cfa, savedBP, ok := u.step(lookup, sp)
-		if !ok {
+		if !ok || cfa <= sp {
 			break
 		}
 		if savedBP != nil {
@@ -72,7 +75,7 @@ func (u *unwinder) run(regs Regs) (pcs []uint64, bp uint64, restored bool) {
 		pcs = append(pcs, ra)
 		pc, sp = ra, cfa
 	}
-	return pcs, bp, restored
+	return pcs, sp, bp, restored
 }
 
 // step unwinds one frame at pc with stack pointer sp. It returns false when
@@ -129,8 +132,13 @@ func (u *unwinder) stepGo(gt goTable, pc, sp uint64) (ra, cfa uint64, savedBP *u
 }
 
 // fpWalk follows saved frame pointers from bp while they stay inside the
-// stack copy.
-func (u *unwinder) fpWalk(bp uint64) []uint64 {
+// stack copy and the chain grows. sp is the stack pointer of the frame bp
+// belongs to: a frame pointer below it, or not 8-byte aligned, is not one,
+// and the walk returns nothing.
+func (u *unwinder) fpWalk(bp, sp uint64) []uint64 {
+	if bp < sp || bp&7 != 0 {
+		return nil
+	}
 	var out []uint64
 	for i := 0; i < 64; i++ {
 		ra, ok1 := u.read(bp + 8)
@@ -139,8 +147,8 @@ func (u *unwinder) fpWalk(bp uint64) []uint64 {
 			break
 		}
 		out = append(out, ra)
-		if !ok2 || next <= bp {
-			break
+		if !ok2 || next <= bp || next&7 != 0 {
+			break // the chain does not grow: what next points to is no frame
 		}
 		bp = next
 	}

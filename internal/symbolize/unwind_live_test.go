@@ -121,6 +121,7 @@ func TestFixLeafLive(t *testing.T) {
 		thread       bool // the blocked thread is not the main thread
 	}{
 		{"pipe", "read_pipe", []int{unix.SYS_READ}, false},
+		{"tpipe", "read_pipe", []int{unix.SYS_READ}, true},
 		{"sleep", "do_sleep", []int{unix.SYS_NANOSLEEP, unix.SYS_CLOCK_NANOSLEEP}, false},
 		{"cond", "wait_cond", []int{unix.SYS_FUTEX}, true},
 	} {
@@ -159,8 +160,39 @@ func TestFixLeafLive(t *testing.T) {
 			if !contains(names, "main") && !contains(names, "start_thread") && !contains(names, "cond_thread") {
 				t.Errorf("fixed stack lost the outer frames: %v", names)
 			}
+			// cprog has no recursion: no function twice in a row, inline
+			// frames included (glibc's read() was, from DWARF's record of
+			// its partial inlining, with libc6-dbg installed).
+			if all := allFrames(p, fixed); hasAdjacentRepeat(all) {
+				t.Errorf("a function appears twice in a row: %v", all)
+			}
 		})
 	}
+}
+
+// allFrames names every frame of pcs, inline frames included, outermost
+// last (return addresses looked up at pc-1).
+func allFrames(p *Process, pcs []uint64) []string {
+	var out []string
+	for i, pc := range pcs {
+		if i > 0 {
+			pc--
+		}
+		_, fr := p.Resolve(pc)
+		for _, f := range fr {
+			out = append(out, f.Function)
+		}
+	}
+	return out
+}
+
+func hasAdjacentRepeat(names []string) bool {
+	for i := 1; i < len(names); i++ {
+		if names[i] == names[i-1] {
+			return true
+		}
+	}
+	return false
 }
 
 func contains(ss []string, s string) bool {

@@ -1,6 +1,7 @@
 // Test program for package symbolize. Modes:
 //   cprog inline N     compute with inlined helpers, print the result
 //   cprog pipe         a thread-free read() on a pipe that never gets data (read_pipe)
+//   cprog tpipe        the same read() in a second thread (glibc's multi-threaded path)
 //   cprog sleep        nanosleep() in a loop (do_sleep)
 //   cprog cond         a second thread blocks in pthread_cond_wait (wait_cond)
 // Every mode but "inline" prints "ready\n" and blocks forever.
@@ -55,6 +56,11 @@ __attribute__((noinline)) int do_sleep(void) {
 	return n;
 }
 
+static void *pipe_thread(void *arg) {
+	sink = read_pipe(*(int *)arg);
+	return NULL;
+}
+
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int flag;
@@ -91,6 +97,16 @@ int main(int argc, char **argv) {
 			return 1;
 		printf("ready\n");
 		return read_pipe(fds[0]);
+	}
+	if (strcmp(argv[1], "tpipe") == 0) {
+		int fds[2];
+		pthread_t t;
+		if (pipe(fds) != 0)
+			return 1;
+		pthread_create(&t, NULL, pipe_thread, &fds[0]);
+		printf("ready\n");
+		pthread_join(t, NULL);
+		return 0;
 	}
 	if (strcmp(argv[1], "sleep") == 0) {
 		printf("ready\n");
