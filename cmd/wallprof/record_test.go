@@ -143,14 +143,24 @@ func checkPhases(t *testing.T, p *profile.Profile, truth *groundtruth.Truth) {
 	checkPhasesWithin(t, p, truth, tolerancePoints)
 }
 
-// checkPhasesWithin is checkPhases with a tolerance in percentage points.
-func checkPhasesWithin(t *testing.T, p *profile.Profile, truth *groundtruth.Truth, tol float64) {
-	t.Helper()
+// phaseError is one measure of one phase: the profile's share of its
+// thread's lifetime against the truth's, in percentage points.
+type phaseError struct {
+	key      string // thread/phase measure, e.g. "server/serve_sleep off-CPU"
+	tid      int
+	got, err float64 // the profile's share, and its error
+	msg      string
+}
+
+// phaseErrors compares every phase of every truth thread with the profile:
+// its wall share and its on-CPU, runnable and blocked shares. A thread
+// missing from the profile is an error.
+func phaseErrors(p *profile.Profile, truth *groundtruth.Truth) ([]phaseError, error) {
+	var out []phaseError
 	for _, tt := range truth.Threads {
 		th := findThread(p, tt.TID)
 		if th == nil {
-			t.Errorf("thread %d (%s) is missing from the profile", tt.TID, tt.Name)
-			continue
+			return nil, fmt.Errorf("thread %d (%s) is missing from the profile", tt.TID, tt.Name)
 		}
 		life := th.Lifetime().Seconds()
 		for _, name := range tt.PhaseNames() {
@@ -161,44 +171,48 @@ func checkPhasesWithin(t *testing.T, p *profile.Profile, truth *groundtruth.Trut
 				wall += d
 			}
 			blocked := got[profile.Sleeping] + got[profile.Disk] + got[profile.Other]
-			checks := []struct {
+			type check struct {
 				what      string
 				got, want time.Duration
-			}{
-				{"wall", wall, ph.Wall()},
-				{"on-CPU", got[profile.OnCPU], ph.CPU()},
 			}
+			checks := []check{{"wall", wall, ph.Wall()}, {"on-CPU", got[profile.OnCPU], ph.CPU()}}
 			if blocking[name] {
 				// schedstat's run_delay, the workload's only measure of
 				// runnable time, also counts the time a blocked thread
 				// stays on the run queue under EEVDF's delayed dequeue
 				// (Linux 6.12+), so for a phase that blocks only the
 				// off-CPU total is ground truth.
-				checks = append(checks, struct {
-					what      string
-					got, want time.Duration
-				}{"off-CPU", got[profile.Runnable] + blocked, ph.Wall() - ph.CPU()})
+				checks = append(checks, check{"off-CPU", got[profile.Runnable] + blocked, ph.Wall() - ph.CPU()})
 			} else {
-				checks = append(checks, struct {
-					what      string
-					got, want time.Duration
-				}{"runnable", got[profile.Runnable], ph.RunDelay()}, struct {
-					what      string
-					got, want time.Duration
-				}{"blocked", blocked, ph.Blocked()})
+				checks = append(checks, check{"runnable", got[profile.Runnable], ph.RunDelay()},
+					check{"blocked", blocked, ph.Blocked()})
 			}
 			for _, c := range checks {
 				gp, wp := 100*c.got.Seconds()/life, 100*c.want.Seconds()/life
-				msg := fmt.Sprintf("%s/%s %s: profile %.1f%% (%v), truth %.1f%% (%v) of %v",
-					tt.Name, name, c.what, gp, c.got.Round(time.Millisecond), wp, c.want.Round(time.Millisecond),
-					th.Lifetime().Round(time.Millisecond))
-				if d := gp - wp; d > tol || d < -tol {
-					t.Error(msg)
-					logStacks(t, p, tt.TID)
-				} else {
-					t.Log(msg)
-				}
+				key := fmt.Sprintf("%s/%s %s", tt.Name, name, c.what)
+				out = append(out, phaseError{key: key, tid: tt.TID, got: gp, err: gp - wp,
+					msg: fmt.Sprintf("%s: profile %.1f%% (%v), truth %.1f%% (%v) of %v", key, gp,
+						c.got.Round(time.Millisecond), wp, c.want.Round(time.Millisecond), th.Lifetime().Round(time.Millisecond))})
 			}
+		}
+	}
+	return out, nil
+}
+
+// checkPhasesWithin is checkPhases with a tolerance in percentage points.
+func checkPhasesWithin(t *testing.T, p *profile.Profile, truth *groundtruth.Truth, tol float64) {
+	t.Helper()
+	errs, err := phaseErrors(p, truth)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	for _, e := range errs {
+		if e.err > tol || e.err < -tol {
+			t.Error(e.msg)
+			logStacks(t, p, e.tid)
+		} else {
+			t.Log(e.msg)
 		}
 	}
 }
@@ -586,39 +600,47 @@ func onCPULeafShare(p *profile.Profile, pid int, funcs map[string]bool) float64 
 	return float64(wait) / float64(all)
 }
 
+// recordBursts records `cgt --bursts 8` with the given extra flags and
+// returns the profile and the truth.
+func recordBursts(t *testing.T, cgt string, flags ...string) (*profile.Profile, *groundtruth.Truth) {
+	t.Helper()
+	dir := t.TempDir()
+	out, truthPath := filepath.Join(dir, "bursts.pb.gz"), filepath.Join(dir, "truth.json")
+	args := append([]string{"record", "-o", out}, flags...)
+	args = append(args, "--", cgt, "--truth", truthPath, "--bursts", "8")
+	code, stderr := wallprof(t, args...)
+	if code != 0 {
+		t.Fatalf("wallprof record exited %d:\n%s", code, stderr)
+	}
+	truth, err := groundtruth.ReadTruth(truthPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := readProfile(t, out)
+	if err := p.Validate(); err != nil {
+		t.Errorf("invariant: %v", err)
+	}
+	return p, truth
+}
+
 // TestRecordCBursts records threads whose phases are shorter than the
 // sampling period (3 ms of CPU, 5 ms asleep, 2 ms on a pipe, and a crowd of
 // short bursts wanting more CPUs than there are), at the default rate and at
 // 999 Hz: every phase's share of its thread's wall, on-CPU and off-CPU time
 // within a point of what the workload measured, and no on-CPU time on the
-// functions the threads wait in.
+// functions the threads block in.
 func TestRecordCBursts(t *testing.T) {
 	requireRecording(t)
 	cgt := groundtruth.Build(t, "cgt")
 	for _, c := range []struct {
-		name string
-		args []string
+		name  string
+		flags []string
 	}{
 		{"default-rate", nil},
 		{"999Hz", []string{"-F", "999"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			dir := t.TempDir()
-			out, truthPath := filepath.Join(dir, "bursts.pb.gz"), filepath.Join(dir, "truth.json")
-			args := append([]string{"record", "-o", out}, c.args...)
-			args = append(args, "--", cgt, "--truth", truthPath, "--bursts", "8")
-			code, stderr := wallprof(t, args...)
-			if code != 0 {
-				t.Fatalf("wallprof record exited %d:\n%s", code, stderr)
-			}
-			truth, err := groundtruth.ReadTruth(truthPath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := readProfile(t, out)
-			if err := p.Validate(); err != nil {
-				t.Errorf("invariant: %v", err)
-			}
+			p, truth := recordBursts(t, cgt, c.flags...)
 			checkPhasesWithin(t, p, truth, 1)
 			if share := onCPULeafShare(p, truth.PID, kernelBlockFuncs); share > 0.005 {
 				t.Errorf("%.1f%% of the on-CPU time has a kernel function that blocks as its leaf, want under 0.5%%", 100*share)
@@ -626,3 +648,54 @@ func TestRecordCBursts(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordCBurstsUnbiased49Hz records the bursts at 49 Hz, where a
+// recording's sampling error is larger, several times: each phase measure's
+// error, averaged over the runs, must be close to zero (a bias does not
+// average out; noise does), and no single run far off.
+func TestRecordCBurstsUnbiased49Hz(t *testing.T) {
+	requireRecording(t)
+	cgt := groundtruth.Build(t, "cgt")
+	const runs = 4
+	sum := map[string]float64{}
+	var keys []string
+	for i := 0; i < runs; i++ {
+		p, truth := recordBursts(t, cgt, "-F", "49")
+		errs, err := phaseErrors(p, truth)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Threads of one role (two servers, three crowd threads) pool
+		// their errors under one key.
+		for _, e := range errs {
+			if _, ok := sum[e.key]; !ok {
+				keys = append(keys, e.key)
+			}
+			sum[e.key] += e.err
+			if e.err > 3 || e.err < -3 {
+				t.Errorf("run %d: %s", i+1, e.msg)
+			}
+		}
+	}
+	counts := map[string]int{}
+	for _, tt := range recordBurstsRoles {
+		counts[tt.role] = tt.n
+	}
+	for _, k := range keys {
+		role, _, _ := strings.Cut(k, "/")
+		mean := sum[k] / float64(runs*counts[role])
+		msg := fmt.Sprintf("%s: mean error %+.2f points over %d runs", k, mean, runs)
+		if mean > 0.6 || mean < -0.6 {
+			t.Error(msg)
+		} else {
+			t.Log(msg)
+		}
+	}
+}
+
+// recordBurstsRoles are the thread roles of cgt --bursts and how many
+// threads each has.
+var recordBurstsRoles = []struct {
+	role string
+	n    int
+}{{"server", 2}, {"feeder", 2}, {"crowd", 3}}
