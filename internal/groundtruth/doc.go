@@ -11,6 +11,13 @@
 //     spinner (spin) threads competing for the CPUs after stage_wait.
 //     Options --truth, --scale, --start-delay MS, --late-threads (thread
 //     late runs late_burn), --exit-after MS. The schedule is in cgt.c.
+//     With --bursts SECONDS it runs instead phases shorter than a sampling
+//     period at the default rate, repeated: server threads (serve_compute,
+//     3 ms of CPU; serve_sleep, 5 ms; serve_wait, a 2 ms pipe round trip
+//     to a feeder thread, feed_replies) and three crowd threads (crowd_wait
+//     until --crowd-after SECONDS, half by default, then crowd_burst, 2 ms
+//     of CPU, and crowd_nap, 1 ms); each phase is summed over its
+//     repetitions and measured from inside its function.
 //   - gogt (testdata/workloads/gogt, own module): goroutine groups
 //     main.compute, main.sleeper, main.chanWaiter, main.chanFeeder,
 //     main.pipeReader, main.pipeWriter, main.mutexContender. Options

@@ -32,7 +32,8 @@
  *              a pipe and reads the reply, which its feeder sends 2 ms later
  *     feeder   (one per server) feed_replies: read a request, nanosleep
  *              2 ms, write the reply, until the server closes its pipe
- *     crowd    (3 threads) crowd_wait sleeps through the first half, then,
+ *     crowd    (3 threads) crowd_wait sleeps through the first half (or
+ *              --crowd-after SECONDS), then,
  *              in a loop: crowd_burst burns 2 ms of CPU, crowd_nap
  *              nanosleeps 1 ms
  * In the second half they want ~2.6 CPUs: on 2 CPUs every thread also
@@ -41,7 +42,8 @@
  *
  * Options: --truth FILE (or env WALLPROF_TRUTH), --scale F,
  *   --start-delay MS, --late-threads, --exit-after MS (_exit(0) abruptly
- *   after MS; the truth written then has "partial": true), --bursts SECONDS.
+ *   after MS; the truth written then has "partial": true), --bursts SECONDS,
+ *   --crowd-after SECONDS.
  * The truth format is documented in internal/groundtruth/doc.go.
  *
  * Build: gcc -O1 -g -fno-omit-frame-pointer -pthread -o cgt cgt.c
@@ -438,6 +440,7 @@ static void *late_main(void *arg)
 #define NCROWD 3
 
 static double bursts_seconds;
+static double crowd_after = -1; /* seconds; negative: half of bursts_seconds */
 static int64_t bursts_deadline;
 
 struct server_pipes {
@@ -481,7 +484,8 @@ static void *crowd_main(void *arg)
 {
 	(void)arg;
 	struct thread_rec *r = bursts_thread("crowd");
-	crowd_wait(r, t0_ns + (int64_t)(bursts_seconds * 0.5e9));
+	double after = crowd_after >= 0 ? crowd_after : bursts_seconds / 2;
+	crowd_wait(r, t0_ns + (int64_t)(after * 1e9));
 	while (clock_ns(CLOCK_MONOTONIC) < bursts_deadline) {
 		crowd_burst(r);
 		crowd_nap(r);
@@ -571,7 +575,7 @@ static void start(pthread_t *th, void *(*fn)(void *), void *arg)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: cgt [--truth FILE] [--scale F] [--start-delay MS] [--late-threads] [--exit-after MS] [--bursts SECONDS]\n");
+	fprintf(stderr, "usage: cgt [--truth FILE] [--scale F] [--start-delay MS] [--late-threads] [--exit-after MS] [--bursts SECONDS [--crowd-after SECONDS]]\n");
 	exit(2);
 }
 
@@ -594,6 +598,8 @@ int main(int argc, char **argv)
 			late_threads = 1;
 		else if (!strcmp(a, "--bursts") && has_val)
 			bursts_seconds = atof(argv[++i]);
+		else if (!strcmp(a, "--crowd-after") && has_val)
+			crowd_after = atof(argv[++i]);
 		else
 			usage();
 	}
