@@ -223,6 +223,7 @@ type fakeClock struct {
 	mu       sync.Mutex
 	now, end time.Time
 	cpu      time.Duration
+	noCPU    bool // a thread CPU clock that cannot be read
 	ended    chan struct{}
 }
 
@@ -230,6 +231,15 @@ func (c *fakeClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
+}
+
+func (c *fakeClock) ThreadCPU() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.noCPU {
+		return 0
+	}
+	return c.cpu
 }
 
 // advance moves wall time by wall and the thread's CPU time by cpu.
@@ -281,10 +291,10 @@ func (f *fakeTable) SnapshotChunks(n int, each func([]goroutines.Goroutine, bool
 
 // sample runs the sampler over a fake recording of d whose read number
 // slow waits stall for a CPU, and returns the profile's GoInfo.
-func sample(t *testing.T, d time.Duration, slow int, stall time.Duration) *profile.GoInfo {
+func sample(t *testing.T, d time.Duration, slow int, stall time.Duration, noCPU bool) *profile.GoInfo {
 	t.Helper()
 	start := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	c := &fakeClock{now: start, end: start.Add(d), cpu: time.Second, ended: make(chan struct{})}
+	c := &fakeClock{now: start, end: start.Add(d), cpu: time.Second, noCPU: noCPU, ended: make(chan struct{})}
 	s := newSampler(1, &fakeTable{c: c, slow: slow, stall: stall}, c, 10*time.Millisecond)
 	s.active.Store(true)
 	go s.loop()
@@ -304,25 +314,42 @@ func sample(t *testing.T, d time.Duration, slow int, stall time.Duration) *profi
 	return p.GoInfo
 }
 
-// The snapshots' coverage is the time they charged. A snapshot that waits
-// 90 ms for a CPU (it used 150 µs) makes the sampler wait 50 times as
-// long, past the end of the 5 s recording, which its 30 snapshots cover
-// only the first 0.6 s of (the caddy recording that was read 30 times
-// covered 0.86 s).
+// The snapshots' coverage is the time they charged.
 func TestCoverage(t *testing.T) {
 	const d = 5 * time.Second
-	g := sample(t, d, 0, 0)
+	g := sample(t, d, 0, 0, false)
 	c, ok := g.Coverage(d)
 	t.Logf("%d snapshots every %v, covered %v (%.1f%%), longest gap %v", g.Snapshots, g.Interval, g.Covered, 100*c, g.LongestGap)
 	if !ok || c < 0.99 || g.LowCoverage(d) || g.LongestGap > 30*time.Millisecond {
 		t.Errorf("covered %v of %v (%.1f%%), longest gap %v", g.Covered, d, 100*c, g.LongestGap)
 	}
+}
 
-	g = sample(t, d, 30, 90*time.Millisecond)
+// A snapshot that waits 90 ms for a CPU (it used 150 µs) does not stop the
+// snapshots: they are paced by the CPU time they use. Paced by wall time,
+// as before, the sampler waited 50 times 90 ms, past the end of the 5 s
+// recording, which its 30 snapshots covered only the first 0.6 s of (the
+// caddy recording that was read 30 times covered 0.86 s).
+func TestPacedByCPUTime(t *testing.T) {
+	const d = 5 * time.Second
+	g := sample(t, d, 30, 90*time.Millisecond, false)
+	c, ok := g.Coverage(d)
+	t.Logf("CPU-paced: %d snapshots every %v, covered %v (%.1f%%), longest gap %v", g.Snapshots, g.Interval, g.Covered, 100*c, g.LongestGap)
+	if !ok || c < 0.99 || g.LowCoverage(d) || g.LongestGap > 100*time.Millisecond {
+		t.Errorf("CPU-paced: covered %v of %v (%.1f%%), longest gap %v", g.Covered, d, 100*c, g.LongestGap)
+	}
+	// 400 µs of CPU a snapshot (150 µs reading, 250 µs pausing) is 2% of
+	// 20 ms.
+	if g.Interval < 19*time.Millisecond || g.Interval > 21*time.Millisecond {
+		t.Errorf("interval %v, want 20ms", g.Interval)
+	}
+
+	// Without a thread CPU clock, wall time paces them, as before.
+	g = sample(t, d, 30, 90*time.Millisecond, true)
 	c, ok = g.Coverage(d)
-	t.Logf("a slow snapshot: %d snapshots every %v, covered %v (%.1f%%), longest gap %v", g.Snapshots, g.Interval, g.Covered, 100*c, g.LongestGap)
+	t.Logf("wall-paced: %d snapshots every %v, covered %v (%.1f%%), longest gap %v", g.Snapshots, g.Interval, g.Covered, 100*c, g.LongestGap)
 	if !ok || c > 0.15 || !g.LowCoverage(d) || g.Snapshots != 30 || g.LongestGap < 4*time.Second {
-		t.Errorf("%d snapshots covered %v of %v (%.1f%%), longest gap %v; want 30 covering 0.6s",
+		t.Errorf("wall-paced: %d snapshots covered %v of %v (%.1f%%), longest gap %v; want 30 covering 0.6s",
 			g.Snapshots, g.Covered, d, 100*c, g.LongestGap)
 	}
 }
@@ -333,6 +360,7 @@ func TestWaitAfter(t *testing.T) {
 		{400 * time.Microsecond, 150 * time.Microsecond, 20*ms - 150*time.Microsecond}, // the budget: 2% of one CPU
 		{100 * time.Microsecond, 0, 10 * ms},                                           // the interval
 		{2 * ms, 30 * ms, 70 * ms},                                                     // a costly read
+		{400 * time.Microsecond, 80 * ms, 0},                                           // a read that waited for a CPU: at once
 	} {
 		if got := waitAfter(10*ms, tc.busy, tc.elapsed); got != tc.want {
 			t.Errorf("waitAfter(10ms, %v, %v) = %v, want %v", tc.busy, tc.elapsed, got, tc.want)
