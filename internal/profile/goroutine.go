@@ -87,7 +87,7 @@ type GoInfo struct {
 }
 
 // MinCoverage is the share of the recording below which the goroutine
-// view is reported as partial. Recordings cover 98.8–99.7% of their time
+// view is reported as partial. Recordings cover 97.6–99.7% of their time
 // when attached to a running program for 5 s, 94–97% when they launch one
 // for 2 s: the snapshots begin once the target's binary has been read
 // (30–180 ms) and end up to an interval before the recording does. The
