@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wallprof/wallprof/internal/present"
 	"github.com/wallprof/wallprof/internal/profile"
 )
 
@@ -93,6 +95,10 @@ func TestRecordCaddy(t *testing.T) {
 	if p.GoInfo == nil || len(p.Goroutines) == 0 {
 		t.Fatalf("no goroutine view of caddy:\n%s", stderr)
 	}
+	// Under this load, wallprof sometimes waited 50–70 ms for a CPU in the
+	// middle of a snapshot, and the snapshots paused for 50 times as long:
+	// one recording in four covered only part of its time (0.86 s of 5 s).
+	checkCoverage(t, p, stderr)
 	// Its connections' goroutines: running, runnable, and waiting for the
 	// network.
 	var serve, serveIO int64
@@ -122,6 +128,12 @@ func TestRecordCaddy(t *testing.T) {
 		t.Errorf("report --goroutines exited %d:\n%s", code, text)
 	}
 	t.Log(text)
+	code, js := wallprof(t, "report", "--goroutines", "--json", out)
+	var gr present.GoroutineReport
+	if err := json.Unmarshal([]byte(js), &gr); code != 0 || err != nil {
+		t.Fatalf("report --goroutines --json: exit %d, %v:\n%s", code, err, js)
+	}
+	checkReportCoverage(t, p, text, &gr)
 	// The stripped binary's own functions are named.
 	named := false
 	for _, g := range p.Goroutines {

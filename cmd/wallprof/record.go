@@ -654,8 +654,15 @@ func (r *recording) summary(p *profile.Profile) {
 		if g.Failed > 0 {
 			failed = fmt.Sprintf(", %d reads failed", g.Failed)
 		}
-		fmt.Fprintf(w, "wallprof: goroutines (%s): up to %d, goroutine table read %d times every %s, %d inconsistent reads dropped%s; see 'wallprof report --goroutines'\n",
-			g.Version, g.MaxGoroutines, g.Snapshots, g.Interval.Round(time.Microsecond), g.Dropped, failed)
+		covers := ""
+		if c, ok := g.Coverage(p.Duration); ok {
+			covers = fmt.Sprintf(" covering %s of the recording (%.0f%%)", g.Covered.Round(time.Millisecond), 100*c)
+		}
+		fmt.Fprintf(w, "wallprof: goroutines (%s): up to %d, goroutine table read %d times every %s%s, %d inconsistent reads dropped%s; see 'wallprof report --goroutines'\n",
+			g.Version, g.MaxGoroutines, g.Snapshots, g.Interval.Round(time.Microsecond), covers, g.Dropped, failed)
+		if warn := present.GoCoverageWarning(p); warn != "" {
+			fmt.Fprintf(w, "wallprof: warning: %s\n", warn)
+		}
 	}
 	if c := p.Cost; c != nil && c.BPFStatsShare > 0 {
 		est := ""

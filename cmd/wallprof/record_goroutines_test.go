@@ -66,6 +66,7 @@ func TestRecordGoroutines(t *testing.T) {
 			}
 			t.Logf("%s: %d snapshots every %s, up to %d goroutines, %d inconsistent reads dropped, %d retried, %d failed",
 				p.GoInfo.Version, p.GoInfo.Snapshots, p.GoInfo.Interval, p.GoInfo.MaxGoroutines, p.GoInfo.Dropped, p.GoInfo.Retried, p.GoInfo.Failed)
+			checkCoverage(t, p, stderr)
 			checkGoroutineGroups(t, p, truth)
 
 			// The CLI groups them by creation site.
@@ -86,7 +87,43 @@ func TestRecordGoroutines(t *testing.T) {
 			if len(gr.Groups) != 1 || gr.Groups[0].Goroutines != 3 {
 				t.Errorf("focus on the mutex contenders: %+v", gr.Groups)
 			}
+			checkReportCoverage(t, p, text, &gr)
 		})
+	}
+}
+
+// checkCoverage checks that the goroutine table was read over the whole
+// recording (a snapshot that waited for a CPU once paused the snapshots
+// for most of a recording) and that the summary on stderr says so.
+func checkCoverage(t *testing.T, p *profile.Profile, stderr string) {
+	t.Helper()
+	g := p.GoInfo
+	c, ok := g.Coverage(p.Duration)
+	t.Logf("goroutine table read %d times, covering %v of the %v recording (%.1f%%), longest gap %v",
+		g.Snapshots, g.Covered, p.Duration, 100*c, g.LongestGap)
+	if !ok || g.LowCoverage(p.Duration) {
+		t.Errorf("the goroutine view covers %v of the %v recording (%.1f%%, known: %v), longest gap %v; want at least %.0f%%",
+			g.Covered, p.Duration, 100*c, ok, g.LongestGap, 100*profile.MinCoverage)
+	}
+	if want := fmt.Sprintf("covering %v of the recording (%.0f%%)", g.Covered.Round(time.Millisecond), 100*c); !strings.Contains(stderr, want) {
+		t.Errorf("the summary does not say %q:\n%s", want, stderr)
+	}
+	if strings.Contains(stderr, "warning: the goroutine view covers only") {
+		t.Errorf("a coverage warning for a coverage of %.1f%%:\n%s", 100*c, stderr)
+	}
+}
+
+// checkReportCoverage checks what report --goroutines says of the
+// coverage: the text (without a warning) and the JSON.
+func checkReportCoverage(t *testing.T, p *profile.Profile, text string, gr *present.GoroutineReport) {
+	t.Helper()
+	c, _ := p.GoInfo.Coverage(p.Duration)
+	if want := fmt.Sprintf("(%.1f%%; longest gap", 100*c); !strings.Contains(text, want) || strings.Contains(text, "warning:") {
+		t.Errorf("report --goroutines does not say %q, or warns:\n%s", want, text)
+	}
+	if gr.Coverage == nil || *gr.Coverage < 100*profile.MinCoverage || gr.CoveredNs != int64(p.GoInfo.Covered) ||
+		gr.RecordingNs != int64(p.Duration) || len(gr.Warnings) != 0 {
+		t.Errorf("report --goroutines --json: coverage %v, covered %d ns of %d, warnings %q", gr.Coverage, gr.CoveredNs, gr.RecordingNs, gr.Warnings)
 	}
 }
 

@@ -458,6 +458,9 @@ func (inv *investigation) wallSection() []byte {
 		if gr, err := present.NewGoroutineReport(p, nil); err == nil {
 			inv.rep.Goroutines = gr
 		}
+		if warn := present.GoCoverageWarning(p); warn != "" {
+			inv.say("warning: %s", warn) // the report has it in its goroutine section
+		}
 		view, title = present.GoroutineView(p, nil), "Goroutine time of "+strings.Join(inv.argv, " ")
 	}
 	var b bytes.Buffer

@@ -22,6 +22,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +30,7 @@ import (
 	"time"
 
 	"github.com/wallprof/wallprof/internal/goruntime/goroutines"
+	"github.com/wallprof/wallprof/internal/linux"
 	"github.com/wallprof/wallprof/internal/profile"
 )
 
@@ -39,6 +41,8 @@ var ErrNotGo = goroutines.ErrNotGo
 type Sampler struct {
 	pid      int
 	r        *goroutines.Reader
+	snap     snapshotter
+	clock    clock
 	interval time.Duration
 
 	mu      sync.Mutex
@@ -48,6 +52,11 @@ type Sampler struct {
 	seen    map[uint64]bool           // goroutines already counted in funcs
 	info    profile.GoInfo
 	err     error // the error that ended the snapshots early, if any
+	// firstAt and lastAt are when the first and the latest snapshot
+	// began, maxGap the longest time between two; endAt when the
+	// snapshots ended.
+	firstAt, lastAt, endAt time.Time
+	maxGap                 time.Duration
 
 	stop chan struct{}
 	done chan struct{}
@@ -98,6 +107,25 @@ type entry struct {
 	labels     map[string]string
 }
 
+// snapshotter reads the goroutine table (goroutines.Reader).
+type snapshotter interface {
+	SnapshotChunks(n int, each func(chunk []goroutines.Goroutine, more bool)) (goroutines.Snapshot, error)
+}
+
+// clock is what the snapshots are paced by.
+type clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+	// ThreadCPU is the CPU time of the calling thread (0: unknown).
+	ThreadCPU() time.Duration
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+func (realClock) ThreadCPU() time.Duration               { return linux.ThreadCPUTime() }
+
 // Start opens the goroutine table of pid and snapshots it every interval
 // until Stop. It fails, wrapping ErrNotGo, when pid is not a Go program.
 func Start(pid int, interval time.Duration) (*Sampler, error) {
@@ -105,13 +133,19 @@ func Start(pid int, interval time.Duration) (*Sampler, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sampler{pid: pid, r: r, interval: interval, entries: map[string]*entry{},
-		funcs: map[string]map[string]int{}, seen: map[uint64]bool{}, byID: map[uint64]*known{}, stop: make(chan struct{}), done: make(chan struct{})}
+	s := newSampler(pid, r, realClock{}, interval)
+	s.r = r
 	s.info.Version = r.GoVersion()
-	s.info.Interval = interval
 	s.active.Store(true)
 	go s.loop()
 	return s, nil
+}
+
+func newSampler(pid int, snap snapshotter, c clock, interval time.Duration) *Sampler {
+	s := &Sampler{pid: pid, snap: snap, clock: c, interval: interval, entries: map[string]*entry{},
+		funcs: map[string]map[string]int{}, seen: map[uint64]bool{}, byID: map[uint64]*known{}, stop: make(chan struct{}), done: make(chan struct{})}
+	s.info.Interval = interval
+	return s
 }
 
 // Active reports whether snapshots are still being taken: thread samples
@@ -151,33 +185,82 @@ const pauseCost = 250 * time.Microsecond
 // snapshots stop.
 const maxFailures = 20
 
+// burst is one stretch of reading, between pauses.
+type burst struct {
+	start time.Time
+	cpu   time.Duration // the thread's CPU time at start (0: unknown)
+}
+
+// startBurst begins a burst. Its goroutine stays on its thread until
+// endBurst, so that the thread's CPU clock measures the burst alone.
+func (s *Sampler) startBurst() burst {
+	runtime.LockOSThread()
+	return burst{start: s.clock.Now(), cpu: s.clock.ThreadCPU()}
+}
+
+// endBurst ends a burst and returns the CPU time it used: not its wall
+// time, which also holds the time wallprof waited for a CPU. On a 2-CPU
+// machine busy with the target and its load, a snapshot of caddy's 20
+// goroutines that used 0.2 ms of CPU sometimes took 50–70 ms: paced by
+// wall time, the sampler then paused 50 times as long (2.5–3.4 s) and the
+// rest of a 5 s recording had no snapshot (doc/goroutines.md).
+func (s *Sampler) endBurst(b burst) time.Duration {
+	defer runtime.UnlockOSThread()
+	if b.cpu > 0 {
+		if c := s.clock.ThreadCPU(); c > 0 {
+			return max(c-b.cpu, 0)
+		}
+	}
+	return s.clock.Now().Sub(b.start) // no thread CPU clock: wall time
+}
+
+// pauseAfter is how long to pause after reading that cost d (including
+// pauseCost), so that reading uses at most Budget of one CPU.
+func pauseAfter(d time.Duration) time.Duration {
+	return time.Duration(float64(d)*(1/Budget)) - d
+}
+
+// waitAfter is how long to wait for the next snapshot, elapsed after the
+// start of one whose reads and pauses cost busy of CPU: the rest of the
+// interval, or longer if reading took more than the budget allows.
+func waitAfter(interval, busy, elapsed time.Duration) time.Duration {
+	return max(max(interval, time.Duration(float64(busy)/Budget))-elapsed, 0)
+}
+
 func (s *Sampler) loop() {
 	defer close(s.done)
 	defer s.active.Store(false)
+	defer func() {
+		s.mu.Lock()
+		s.endAt = s.clock.Now()
+		s.mu.Unlock()
+	}()
 	var first, last time.Time
 	failures := 0
 	for {
-		t0 := time.Now()
+		t0 := s.clock.Now()
 		w := s.interval
 		if !last.IsZero() {
 			w = t0.Sub(last)
 		}
-		// busy is the time spent reading and adding, not pausing.
-		busy, burst := time.Duration(0), t0
+		// busy is the CPU time spent reading and adding, not pausing.
+		busy := time.Duration(0)
+		b := s.startBurst()
 		running := map[int]uint64{}
-		snap, err := s.r.SnapshotChunks(Chunk, func(gs []goroutines.Goroutine, more bool) {
+		snap, err := s.snap.SnapshotChunks(Chunk, func(gs []goroutines.Goroutine, more bool) {
 			s.add(gs, w, running)
-			if !more || time.Since(burst) < Burst {
+			if !more || s.clock.Now().Sub(b.start) < Burst {
 				return
 			}
-			d := time.Since(burst) + pauseCost
+			d := s.endBurst(b) + pauseCost
 			busy += d
 			select {
 			case <-s.stop: // finish this snapshot without pauses
-			case <-time.After(time.Duration(float64(d)*(1/Budget)) - d):
+			case <-s.clock.After(pauseAfter(d)):
 			}
-			burst = time.Now()
+			b = s.startBurst()
 		})
+		busy += s.endBurst(b) + pauseCost // the wait for the next snapshot is a pause too
 		if err != nil {
 			failures++
 			s.mu.Lock()
@@ -193,7 +276,7 @@ func (s *Sampler) loop() {
 			select {
 			case <-s.stop:
 				return
-			case <-time.After(s.interval):
+			case <-s.clock.After(s.interval):
 			}
 			continue
 		}
@@ -201,12 +284,9 @@ func (s *Sampler) loop() {
 		if last.IsZero() {
 			first = t0
 		}
+		s.finish(snap, running, w, t0)
 		last = t0
-		s.finish(snap, running)
-		busy += time.Since(burst) + pauseCost // the wait for the next snapshot is a pause too
-		// Wait the rest of the interval, or longer if reading took more
-		// than the budget allows.
-		wait := max(s.interval, time.Duration(float64(busy)/Budget)) - time.Since(t0)
+		wait := waitAfter(s.interval, busy, s.clock.Now().Sub(t0))
 		s.mu.Lock()
 		if s.info.Snapshots > 1 {
 			s.info.Interval = last.Sub(first) / time.Duration(s.info.Snapshots-1)
@@ -215,7 +295,7 @@ func (s *Sampler) loop() {
 		select {
 		case <-s.stop:
 			return
-		case <-time.After(max(wait, 0)):
+		case <-s.clock.After(wait):
 		}
 	}
 }
@@ -229,7 +309,9 @@ func (s *Sampler) Stop() error {
 		close(s.stop)
 	}
 	<-s.done
-	s.r.Close()
+	if s.r != nil {
+		s.r.Close()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil && !errors.Is(s.err, goroutines.ErrNotGo) && !errors.Is(s.err, goroutines.ErrProcessGone) {
@@ -321,11 +403,18 @@ func (s *Sampler) add(gs []goroutines.Goroutine, w time.Duration, running map[in
 	}
 }
 
-// finish counts a snapshot whose chunks were added and publishes the
-// goroutines it had on threads.
-func (s *Sampler) finish(snap goroutines.Snapshot, running map[int]uint64) {
+// finish counts a snapshot begun at t0 whose chunks were added, each
+// goroutine charged w, and publishes the goroutines it had on threads.
+func (s *Sampler) finish(snap goroutines.Snapshot, running map[int]uint64, w time.Duration, t0 time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.firstAt.IsZero() {
+		s.firstAt = t0
+	} else {
+		s.maxGap = max(s.maxGap, t0.Sub(s.lastAt))
+	}
+	s.lastAt = t0
+	s.info.Covered += w
 	s.info.Snapshots++
 	s.info.Dropped += snap.Dropped
 	s.info.Retried += snap.Retried
@@ -502,7 +591,26 @@ func (s *Sampler) Attach(p, threads *profile.Profile, r Resolver) {
 	}
 	resolveWrappers(p.Goroutines, s.isWrapper)
 	info := s.info
+	info.LongestGap = s.longestGap(p.Start, p.Duration)
 	p.GoInfo = &info
+}
+
+// longestGap is the longest time without a snapshot in a recording that
+// began at start (zero: unknown, from the first snapshot to the end of the
+// snapshots) and lasted d. Call it with s.mu held.
+func (s *Sampler) longestGap(start time.Time, d time.Duration) time.Duration {
+	end := s.endAt
+	if !start.IsZero() {
+		end = start.Add(d)
+	}
+	if s.firstAt.IsZero() {
+		return max(d, 0)
+	}
+	g := max(s.maxGap, end.Sub(s.lastAt))
+	if !start.IsZero() {
+		g = max(g, s.firstAt.Sub(start))
+	}
+	return g
 }
 
 // resolveWrappers names the function of goroutines caught before they

@@ -2,7 +2,9 @@ package goview
 
 import (
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/wallprof/wallprof/internal/goruntime/goroutines"
 	"github.com/wallprof/wallprof/internal/profile"
@@ -211,5 +213,160 @@ func TestAdd(t *testing.T) {
 	}
 	if len(s.seen) != 4 {
 		t.Errorf("%d goroutines seen, want 4", len(s.seen))
+	}
+}
+
+// fakeClock is a clock whose time moves only when the sampler waits or a
+// fake snapshot takes time. Once it reaches end, it stops: After never
+// fires, and ended is closed.
+type fakeClock struct {
+	mu       sync.Mutex
+	now, end time.Time
+	cpu      time.Duration
+	noCPU    bool // a thread CPU clock that cannot be read
+	ended    chan struct{}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) ThreadCPU() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.noCPU {
+		return 0
+	}
+	return c.cpu
+}
+
+// advance moves wall time by wall and the thread's CPU time by cpu.
+func (c *fakeClock) advance(wall, cpu time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.now.Before(c.end) {
+		return
+	}
+	c.now = c.now.Add(wall)
+	c.cpu += cpu
+	if !c.now.Before(c.end) {
+		c.now = c.end
+		close(c.ended)
+	}
+}
+
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.advance(d, 0)
+	if !c.Now().Before(c.end) {
+		return nil // the recording has ended: wait for Stop
+	}
+	ch := make(chan time.Time, 1)
+	ch <- c.Now()
+	return ch
+}
+
+// fakeTable is a goroutine table of one parked goroutine whose reads take
+// 150 µs of CPU, and as much wall time but for read number slow, which
+// waits for a CPU for stall.
+type fakeTable struct {
+	c     *fakeClock
+	reads int
+	slow  int
+	stall time.Duration
+}
+
+func (f *fakeTable) SnapshotChunks(n int, each func([]goroutines.Goroutine, bool)) (goroutines.Snapshot, error) {
+	f.reads++
+	wall := 150 * time.Microsecond
+	if f.reads == f.slow {
+		wall += f.stall
+	}
+	f.c.advance(wall, 150*time.Microsecond)
+	gs := []goroutines.Goroutine{{ID: 1, Status: goroutines.Waiting, WaitReason: "chan receive", Stack: []uint64{0x1000, 0x2000}}}
+	each(gs, false)
+	return goroutines.Snapshot{Goroutines: gs}, nil
+}
+
+// sample runs the sampler over a fake recording of d whose read number
+// slow waits stall for a CPU, and returns the profile's GoInfo.
+func sample(t *testing.T, d time.Duration, slow int, stall time.Duration, noCPU bool) *profile.GoInfo {
+	t.Helper()
+	start := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	c := &fakeClock{now: start, end: start.Add(d), cpu: time.Second, noCPU: noCPU, ended: make(chan struct{})}
+	s := newSampler(1, &fakeTable{c: c, slow: slow, stall: stall}, c, 10*time.Millisecond)
+	s.active.Store(true)
+	go s.loop()
+	<-c.ended
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	p := &profile.Profile{Start: start, Duration: d}
+	s.Attach(p, p, nil)
+	var charged int64
+	for _, g := range p.Goroutines {
+		charged += g.Value
+	}
+	if p.GoInfo == nil || time.Duration(charged) != p.GoInfo.Covered {
+		t.Fatalf("GoInfo %+v: the goroutine was charged %v", p.GoInfo, time.Duration(charged))
+	}
+	return p.GoInfo
+}
+
+// The snapshots' coverage is the time they charged.
+func TestCoverage(t *testing.T) {
+	const d = 5 * time.Second
+	g := sample(t, d, 0, 0, false)
+	c, ok := g.Coverage(d)
+	t.Logf("%d snapshots every %v, covered %v (%.1f%%), longest gap %v", g.Snapshots, g.Interval, g.Covered, 100*c, g.LongestGap)
+	if !ok || c < 0.99 || g.LowCoverage(d) || g.LongestGap > 30*time.Millisecond {
+		t.Errorf("covered %v of %v (%.1f%%), longest gap %v", g.Covered, d, 100*c, g.LongestGap)
+	}
+}
+
+// A snapshot that waits 90 ms for a CPU (it used 150 µs) does not stop the
+// snapshots: they are paced by the CPU time they use. Paced by wall time,
+// as before, the sampler waited 50 times 90 ms, past the end of the 5 s
+// recording, which its 30 snapshots covered only the first 0.6 s of (the
+// caddy recording that was read 30 times covered 0.86 s).
+func TestPacedByCPUTime(t *testing.T) {
+	const d = 5 * time.Second
+	g := sample(t, d, 30, 90*time.Millisecond, false)
+	c, ok := g.Coverage(d)
+	t.Logf("CPU-paced: %d snapshots every %v, covered %v (%.1f%%), longest gap %v", g.Snapshots, g.Interval, g.Covered, 100*c, g.LongestGap)
+	if !ok || c < 0.99 || g.LowCoverage(d) || g.LongestGap > 100*time.Millisecond {
+		t.Errorf("CPU-paced: covered %v of %v (%.1f%%), longest gap %v", g.Covered, d, 100*c, g.LongestGap)
+	}
+	// 400 µs of CPU a snapshot (150 µs reading, 250 µs pausing) is 2% of
+	// 20 ms.
+	if g.Interval < 19*time.Millisecond || g.Interval > 21*time.Millisecond {
+		t.Errorf("interval %v, want 20ms", g.Interval)
+	}
+
+	// Without a thread CPU clock, wall time paces them, as before.
+	g = sample(t, d, 30, 90*time.Millisecond, true)
+	c, ok = g.Coverage(d)
+	t.Logf("wall-paced: %d snapshots every %v, covered %v (%.1f%%), longest gap %v", g.Snapshots, g.Interval, g.Covered, 100*c, g.LongestGap)
+	if !ok || c > 0.15 || !g.LowCoverage(d) || g.Snapshots != 30 || g.LongestGap < 4*time.Second {
+		t.Errorf("wall-paced: %d snapshots covered %v of %v (%.1f%%), longest gap %v; want 30 covering 0.6s",
+			g.Snapshots, g.Covered, d, 100*c, g.LongestGap)
+	}
+}
+
+func TestWaitAfter(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct{ busy, elapsed, want time.Duration }{
+		{400 * time.Microsecond, 150 * time.Microsecond, 20*ms - 150*time.Microsecond}, // the budget: 2% of one CPU
+		{100 * time.Microsecond, 0, 10 * ms},                                           // the interval
+		{2 * ms, 30 * ms, 70 * ms},                                                     // a costly read
+		{400 * time.Microsecond, 80 * ms, 0},                                           // a read that waited for a CPU: at once
+	} {
+		if got := waitAfter(10*ms, tc.busy, tc.elapsed); got != tc.want {
+			t.Errorf("waitAfter(10ms, %v, %v) = %v, want %v", tc.busy, tc.elapsed, got, tc.want)
+		}
+	}
+	if got := pauseAfter(ms); got != 49*ms {
+		t.Errorf("pauseAfter(1ms) = %v, want 49ms", got)
 	}
 }

@@ -269,6 +269,18 @@ func CPUTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// ThreadCPUTime returns the CPU time of the calling thread
+// (CLOCK_THREAD_CPUTIME_ID), or 0 if it cannot be read. A goroutine must be
+// locked to its thread (runtime.LockOSThread) between two readings for
+// their difference to be its own CPU time.
+func ThreadCPUTime() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}
+
 // MaxRSS returns this process's peak resident set size in bytes.
 func MaxRSS() int64 {
 	var ru unix.Rusage

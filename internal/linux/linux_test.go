@@ -206,6 +206,28 @@ func TestCPUTimeAndRSS(t *testing.T) {
 	}
 }
 
+// ThreadCPUTime counts the thread's own work, not the time it sleeps.
+func TestThreadCPUTime(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	start := ThreadCPUTime()
+	if start <= 0 {
+		t.Fatalf("ThreadCPUTime() = %v", start)
+	}
+	x := 0
+	for deadline := time.Now().Add(5 * time.Second); ThreadCPUTime()-start < time.Millisecond; x++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("1ms of work not counted in 5s (%v)", ThreadCPUTime()-start)
+		}
+	}
+	before := ThreadCPUTime()
+	time.Sleep(20 * time.Millisecond)
+	if d := ThreadCPUTime() - before; d < 0 || d > 10*time.Millisecond {
+		t.Errorf("sleeping 20ms counted %v of CPU", d)
+	}
+	_ = x
+}
+
 func TestReadTaskCounters(t *testing.T) {
 	if _, err := os.Stat("/proc/self/schedstat"); err != nil {
 		t.Skipf("no schedstat on this kernel: %v", err)

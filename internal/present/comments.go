@@ -30,8 +30,12 @@ import (
 //	wallprof:v1 cost profiler_cpu=<ns> bpf_run=<ns> bpf_runs=<n> target_cpu=<ns> bpf_stats_permille=<share of the recording the BPF statistics were on, 1000 = exact>
 //	wallprof:v1 kernel mapping=<mapping id>
 //	wallprof:v1 recorder accounting=<resumption|switch-time> kernel=<uname -r>
-//	wallprof:v1 goroutines version=<go version> snapshots=<n> interval=<ns> max=<n> dropped=<n> retried=<n> failed=<n>
+//	wallprof:v1 goroutines version=<go version> snapshots=<n> interval=<ns> max=<n> dropped=<n> retried=<n> failed=<n> covered=<ns> longest_gap=<ns>
 //	wallprof:v1 note "<text>"
+//
+// In "goroutines", covered (the time the snapshots charged) and
+// longest_gap were added later: files without them have an unknown
+// coverage.
 //
 // Every file has the "profile" record, first: it marks the file as written
 // by wallprof and lists the state names used in the samples' state labels.
@@ -103,10 +107,15 @@ func encodeComments(p *profile.Profile) (human, records []string) {
 			int64(t.Time[profile.Disk]), int64(t.Time[profile.Other]), t.Samples))
 	}
 	if g := p.GoInfo; g != nil {
-		human = append(human, fmt.Sprintf("goroutines: %s, %d snapshots of the goroutine table every %s, up to %d goroutines, %d inconsistent reads dropped (sample type %q)",
-			g.Version, g.Snapshots, g.Interval, g.MaxGoroutines, g.Dropped, goroutineType))
-		rec = append(rec, fmt.Sprintf("%sgoroutines version=%s snapshots=%d interval=%d max=%d dropped=%d retried=%d failed=%d",
-			commentLead, token(g.Version), g.Snapshots, int64(g.Interval), g.MaxGoroutines, g.Dropped, g.Retried, g.Failed))
+		covers := ""
+		if c, ok := g.Coverage(p.Duration); ok {
+			covers = fmt.Sprintf(", covering %s of the %s recording (%.0f%%)", fmtDur(int64(g.Covered)), fmtDur(int64(p.Duration)), 100*c)
+		}
+		human = append(human, fmt.Sprintf("goroutines: %s, %d snapshots of the goroutine table every %s%s, up to %d goroutines, %d inconsistent reads dropped (sample type %q)",
+			g.Version, g.Snapshots, g.Interval, covers, g.MaxGoroutines, g.Dropped, goroutineType))
+		rec = append(rec, fmt.Sprintf("%sgoroutines version=%s snapshots=%d interval=%d max=%d dropped=%d retried=%d failed=%d covered=%d longest_gap=%d",
+			commentLead, token(g.Version), g.Snapshots, int64(g.Interval), g.MaxGoroutines, g.Dropped, g.Retried, g.Failed,
+			int64(g.Covered), int64(g.LongestGap)))
 	}
 	for _, n := range p.Notes {
 		human = append(human, "note: "+oneLine(n))
@@ -187,7 +196,8 @@ func (st *commentState) decodeComment(c string) (other bool, err error) {
 		}
 	case "goroutines":
 		st.goInfo = &profile.GoInfo{Version: f.str("version"), Snapshots: int(f.uint("snapshots")), Interval: f.dur("interval"),
-			MaxGoroutines: int(f.uint("max")), Dropped: int(f.uint("dropped")), Retried: int(f.uint("retried")), Failed: int(f.uint("failed"))}
+			MaxGoroutines: int(f.uint("max")), Dropped: int(f.uint("dropped")), Retried: int(f.uint("retried")), Failed: int(f.uint("failed")),
+			Covered: f.dur("covered"), LongestGap: f.dur("longest_gap")}
 	case "recorder":
 		st.recorder = &profile.Recorder{Accounting: f.str("accounting"), Kernel: f.str("kernel")}
 	case "kernel":

@@ -18,15 +18,26 @@ const GoroutinesFormat = "wallprof.goroutines/1"
 // site): how many goroutines, and the share of their time running,
 // runnable and waiting, waiting broken down by the runtime's reason.
 type GoroutineReport struct {
-	Format    string           `json:"format"`
-	Command   string           `json:"command"`
-	GoVersion string           `json:"go_version"`
-	Info      *profile.GoInfo  `json:"-"`
-	Snapshots int              `json:"snapshots"`
-	Dropped   int              `json:"inconsistent_reads_dropped"`
-	TotalNs   int64            `json:"total_ns"` // goroutine time of the groups shown
-	Focus     string           `json:"focus,omitempty"`
-	Groups    []GoroutineGroup `json:"groups"`
+	Format    string          `json:"format"`
+	Command   string          `json:"command"`
+	GoVersion string          `json:"go_version"`
+	Info      *profile.GoInfo `json:"-"`
+	Snapshots int             `json:"snapshots"`
+	Dropped   int             `json:"inconsistent_reads_dropped"`
+	// RecordingNs is the recording's duration; CoveredNs the time the
+	// snapshots of the goroutine table charged (waiting and runnable time
+	// exist only there), Coverage its share of the recording, and
+	// LongestGapNs the longest time the table went unread. The last three
+	// are absent for profiles written before wallprof measured them.
+	RecordingNs  int64    `json:"recording_ns"`
+	CoveredNs    int64    `json:"covered_ns,omitempty"`
+	Coverage     *float64 `json:"coverage_percent,omitempty"`
+	LongestGapNs int64    `json:"longest_gap_ns,omitempty"`
+	// Warnings say why the view may mislead (a low coverage).
+	Warnings []string         `json:"warnings,omitempty"`
+	TotalNs  int64            `json:"total_ns"` // goroutine time of the groups shown
+	Focus    string           `json:"focus,omitempty"`
+	Groups   []GoroutineGroup `json:"groups"`
 }
 
 // GoroutineGroup is one creation site's goroutines.
@@ -80,9 +91,16 @@ func NewGoroutineReport(p *profile.Profile, focus *regexp.Regexp) (*GoroutineRep
 	if len(p.Goroutines) == 0 {
 		return nil, ErrNoGoroutines
 	}
-	r := &GoroutineReport{Format: GoroutinesFormat, Command: p.Command, Info: p.GoInfo}
-	if p.GoInfo != nil {
-		r.GoVersion, r.Snapshots, r.Dropped = p.GoInfo.Version, p.GoInfo.Snapshots, p.GoInfo.Dropped
+	r := &GoroutineReport{Format: GoroutinesFormat, Command: p.Command, Info: p.GoInfo, RecordingNs: int64(p.Duration)}
+	if g := p.GoInfo; g != nil {
+		r.GoVersion, r.Snapshots, r.Dropped = g.Version, g.Snapshots, g.Dropped
+		if c, ok := g.Coverage(p.Duration); ok {
+			pc := 100 * c
+			r.CoveredNs, r.Coverage, r.LongestGapNs = int64(g.Covered), &pc, int64(g.LongestGap)
+		}
+	}
+	if w := GoCoverageWarning(p); w != "" {
+		r.Warnings = append(r.Warnings, w)
 	}
 	if focus != nil {
 		r.Focus = focus.String()
@@ -123,8 +141,16 @@ func WriteGoroutineReport(w io.Writer, r *GoroutineReport, asJSON bool) error {
 	}
 	b.WriteString("\n")
 	if i := r.Info; i != nil {
-		fmt.Fprintf(&b, "goroutine table read %d times, every %s; up to %d goroutines; %d inconsistent reads dropped\n",
-			i.Snapshots, i.Interval, i.MaxGoroutines, i.Dropped)
+		covers := ""
+		if r.Coverage != nil {
+			covers = fmt.Sprintf(", covering %s of the %s recording (%.1f%%; longest gap %s)",
+				fmtDur(r.CoveredNs), fmtDur(r.RecordingNs), *r.Coverage, fmtDur(r.LongestGapNs))
+		}
+		fmt.Fprintf(&b, "goroutine table read %d times, every %s%s; up to %d goroutines; %d inconsistent reads dropped\n",
+			i.Snapshots, i.Interval, covers, i.MaxGoroutines, i.Dropped)
+	}
+	for _, w := range r.Warnings {
+		fmt.Fprintf(&b, "warning: %s\n", w)
 	}
 	b.WriteString("Goroutine time: each goroutine's own time, summed over the group, so ten goroutines that\n" +
 		"sleep for a second are ten seconds of one group. Running time comes from on-CPU samples.\n")
@@ -154,6 +180,20 @@ func WriteGoroutineReport(w io.Writer, r *GoroutineReport, asJSON bool) error {
 	}
 	t.write(w)
 	return nil
+}
+
+// GoCoverageWarning returns a warning when p's goroutine view is known to
+// cover less than profile.MinCoverage of the recording, else "".
+func GoCoverageWarning(p *profile.Profile) string {
+	g := p.GoInfo
+	if !g.LowCoverage(p.Duration) {
+		return ""
+	}
+	c, _ := g.Coverage(p.Duration)
+	return fmt.Sprintf("the goroutine view covers only %.0f%% of the recording (%s of %s; the goroutine table was read %d times, "+
+		"longest gap %s): waiting and runnable time are missing for the rest of it, running time (from thread samples) may not be, "+
+		"so the groups' times and their running/runnable/waiting split are off",
+		100*c, fmtDur(int64(g.Covered)), fmtDur(int64(p.Duration)), g.Snapshots, fmtDur(int64(g.LongestGap)))
 }
 
 // GoroutineView returns the goroutine view of p as a profile whose samples

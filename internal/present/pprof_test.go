@@ -483,7 +483,8 @@ func goProfile() *profile.Profile {
 		{Stack: p.Samples[1].Stack, PID: p.Samples[1].PID, State: profile.GRunning, Func: "main.worker", CreatedBy: "main.start", Value: 2e6},
 		{Stack: p.Samples[0].Stack, PID: p.Samples[0].PID, GoID: 1, State: profile.GRunnable, Func: "main.main", Value: 1e6},
 	}
-	p.GoInfo = &profile.GoInfo{Version: "go1.26.0", Snapshots: 99, Interval: 10 * time.Millisecond, MaxGoroutines: 12, Dropped: 2, Retried: 5}
+	p.GoInfo = &profile.GoInfo{Version: "go1.26.0", Snapshots: 99, Interval: 10 * time.Millisecond, MaxGoroutines: 12, Dropped: 2, Retried: 5,
+		Covered: 990 * time.Millisecond, LongestGap: 12 * time.Millisecond}
 	return p
 }
 

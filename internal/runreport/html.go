@@ -226,7 +226,8 @@ iframe{width:100%;height:640px;border:1px solid #e5e7eb;background:#fff}
 
 <section id="flame"><h2>Wall-clock profile</h2>
 {{with .R.Goroutines}}
-<p>Goroutine time during the load, by creation site: each goroutine's own time, so ten goroutines waiting for a second are ten seconds of one group.</p>
+<p>Goroutine time during the load, by creation site: each goroutine's own time, so ten goroutines waiting for a second are ten seconds of one group.{{if .Coverage}} The goroutine table was read {{.Snapshots}} times, covering {{dur (nsdur .CoveredNs)}} of the {{dur (nsdur .RecordingNs)}} recording ({{f1 .Coverage}}%).{{end}}</p>
+{{range .Warnings}}<p class="note" id="goroutines-warning">⚠ {{.}}</p>{{end}}
 <table id="goroutines"><tr><th>group</th><th>goroutines</th><th>time</th><th>share</th><th>running</th><th>runnable</th><th>waiting</th><th>waiting by reason</th></tr>
 {{range .Groups}}<tr><td><code>{{.Group}}</code>{{if .Func}}<br><code>{{.Func}}</code>{{end}}</td><td class="n">{{.Goroutines}}</td><td class="n">{{dur (nsdur .TimeNs)}}</td><td class="n">{{f1 .Share}}%</td><td class="n">{{f1 .Running}}%</td><td class="n">{{f1 .Runnable}}%</td><td class="n">{{f1 .Waiting}}%</td><td>{{range $i, $r := .Reasons}}{{if $i}}, {{end}}{{$r.Reason}} {{f1 $r.Percent}}%{{end}}</td></tr>
 {{end}}</table>

@@ -11,6 +11,7 @@ import (
 
 	"github.com/wallprof/wallprof/internal/goruntime/gctrace"
 	"github.com/wallprof/wallprof/internal/load"
+	"github.com/wallprof/wallprof/internal/present"
 )
 
 const logText = `gc 1 @0.010s 2%: 0.010+1.0+0.020 ms clock, 0.020+0.5/1.0/0.3+0.040 ms cpu, 4->5->2 MB, 5 MB goal, 0 MB stacks, 0 MB globals, 2 P
@@ -188,6 +189,27 @@ func TestWriteHTML(t *testing.T) {
 	for _, bad := range []string{"<script", "http://", "https://", "<link"} {
 		if i := strings.Index(page, bad); i >= 0 && !(bad == "http://" && strings.Contains(page[i-30:i+30], "http://x/")) && !strings.Contains(page[max(0, i-20):i], "xmlns=") {
 			t.Errorf("the page has %q near %q", bad, page[max(0, i-40):min(len(page), i+40)])
+		}
+	}
+}
+
+// The goroutine section says what share of the recording the goroutine
+// view covers, and warns when it is low.
+func TestWriteHTMLGoroutineCoverage(t *testing.T) {
+	pc := 17.2
+	gr := &present.GoroutineReport{Format: present.GoroutinesFormat, Snapshots: 30, RecordingNs: int64(5 * time.Second),
+		CoveredNs: int64(860 * time.Millisecond), Coverage: &pc, Warnings: []string{"the goroutine view covers only 17% of the recording"},
+		Groups: []present.GoroutineGroup{{Group: "created by net/http.(*Server).Serve", Goroutines: 8, TimeNs: 1e9, Share: 100, Waiting: 100}}}
+	r := &Report{Format: Format, Command: []string{"./server"}, Load: &load.Result{}, Goroutines: gr, Artefacts: map[string]string{}}
+	var b bytes.Buffer
+	if err := WriteHTML(&b, r, Page{Flame: []byte("<p>flame</p>")}); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range []string{"read 30 times, covering 860.00ms of the 5.00s recording (17.2%)",
+		`<p class="note" id="goroutines-warning">⚠ the goroutine view covers only 17% of the recording</p>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
 		}
 	}
 }
