@@ -37,6 +37,7 @@ type Aggregator struct {
 	lastAny     map[uint32]*aggEntry      // the latest sample of each thread
 	comm        map[uint32]string
 	perThread   map[uint32]int
+	cpuSamples  map[uint32]int   // per thread, its on-CPU (timer) samples
 	cpuNominal  map[uint32]int64 // per thread, the summed weights of its on-CPU (timer) samples
 	key         []byte
 	carried     []Remainder // carried weights that came before any sample of their thread and state
@@ -61,6 +62,7 @@ func NewAggregator(newResolver func(pid int) (ProcessResolver, error)) *Aggregat
 		entries:     map[string]*aggEntry{},
 		comm:        map[uint32]string{},
 		perThread:   map[uint32]int{},
+		cpuSamples:  map[uint32]int{},
 		cpuNominal:  map[uint32]int64{},
 		last:        map[threadState]*aggEntry{},
 		lastAny:     map[uint32]*aggEntry{},
@@ -112,6 +114,9 @@ func (a *Aggregator) Add(s *RawSample) {
 	}
 	a.comm[s.TID] = s.Comm
 	a.perThread[s.TID]++
+	if s.Weight[profile.OnCPU] > 0 {
+		a.cpuSamples[s.TID]++
+	}
 	for st, w := range s.Weight {
 		if w == 0 {
 			continue
@@ -421,7 +426,7 @@ func (b *builder) addMapping(m *profile.Mapping) *profile.Mapping {
 
 func (b *builder) thread(res *Result, t *ThreadRecord) *profile.Thread {
 	th := &profile.Thread{PID: int(t.PID), TID: int(t.TID), Name: t.Name, Exited: t.Exited,
-		Samples: b.a.perThread[t.TID]}
+		Samples: b.a.perThread[t.TID], CPUSamples: b.a.cpuSamples[t.TID]}
 	if th.Name == "" {
 		th.Name = b.a.comm[t.TID]
 	}

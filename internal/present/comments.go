@@ -101,10 +101,10 @@ func encodeComments(p *profile.Profile) (human, records []string) {
 		if t == nil {
 			continue
 		}
-		rec = append(rec, fmt.Sprintf("%sthread pid=%d tid=%d name=%s start=%d end=%d exited=%t on-cpu=%d runnable=%d sleeping=%d disk=%d other=%d samples=%d",
+		rec = append(rec, fmt.Sprintf("%sthread pid=%d tid=%d name=%s start=%d end=%d exited=%t on-cpu=%d runnable=%d sleeping=%d disk=%d other=%d samples=%d cpu-samples=%d",
 			commentLead, t.PID, t.TID, strconv.Quote(t.Name), int64(t.Start), int64(t.End), t.Exited,
 			int64(t.Time[profile.OnCPU]), int64(t.Time[profile.Runnable]), int64(t.Time[profile.Sleeping]),
-			int64(t.Time[profile.Disk]), int64(t.Time[profile.Other]), t.Samples))
+			int64(t.Time[profile.Disk]), int64(t.Time[profile.Other]), t.Samples, t.CPUSamples))
 	}
 	if g := p.GoInfo; g != nil {
 		covers := ""
@@ -304,6 +304,8 @@ func (f *fields) thread() *profile.Thread {
 		End:     f.dur("end"),
 		Exited:  f.bool("exited"),
 		Samples: int(f.int("samples")),
+		// Absent before session 6.
+		CPUSamples: int(f.int("cpu-samples")),
 	}
 	for s := profile.State(0); s < profile.NumStates; s++ {
 		t.Time[s] = f.dur(s.String())

@@ -109,6 +109,9 @@ type Thread struct {
 	Exited  bool
 	Time    [NumStates]time.Duration
 	Samples int // number of stack samples taken
+	// CPUSamples of them are on-CPU: the timer's, over which the thread's
+	// exact CPU time is spread.
+	CPUSamples int
 }
 
 // Wall is the thread's total accounted time.
