@@ -1,0 +1,254 @@
+package main
+
+import (
+	"io"
+	"os"
+	"runtime"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// The --bursts mode: goroutines whose phases are all shorter than the
+// default sampling period (10.1 ms at 99 Hz), as in a request handler, and
+// more of them runnable than there are CPUs:
+//
+//	main.burstHandler   loops over 4 phases:                 3 goroutines
+//	  main.burstCompute   burns 3 ms of its thread's CPU time
+//	  main.burstSleep     time.Sleep(5ms)
+//	  main.burstChan      receives from a channel that its feeder sends to
+//	                      2 ms after it asked
+//	  main.burstPipe      reads a pipe (netpoller IO wait) that its writer
+//	                      writes to 2 ms after it asked
+//	main.burstFeeder    per handler: waits for a request,    3 goroutines
+//	                    sleeps 2 ms, sends
+//	main.burstWriter    per handler: the same, writes the    3 goroutines
+//	                    pipe
+//	main.crowd          loops over 2 phases:                 4 goroutines
+//	  main.crowdCompute   burns 2 ms of its thread's CPU time
+//	  main.crowdSleep     time.Sleep(1ms)
+//
+// Each phase's wall time is summed per group and phase; the compute phases
+// also report the CPU time they burnt (cpu_ns), measured on the thread's
+// CPU clock.
+const (
+	burstComputeCPU = 3 * time.Millisecond
+	burstSleepTime  = 5 * time.Millisecond
+	burstReplyAfter = 2 * time.Millisecond
+	crowdComputeCPU = 2 * time.Millisecond
+	crowdSleepTime  = time.Millisecond
+)
+
+// phases accumulates one goroutine's phases.
+type phases map[string]phase
+
+func (ps phases) add(name string, wall, cpu time.Duration) {
+	p := ps[name]
+	p.WallNS += int64(wall)
+	p.CPUNS += int64(cpu)
+	ps[name] = p
+}
+
+// runPhases runs one goroutine's body, which fills in its phases, and
+// records its time.
+func (s *spawner) runPhases(g *group, body func(phases)) {
+	defer s.wg.Done()
+	ps := phases{}
+	t := time.Now()
+	body(ps)
+	g.addPhases(time.Since(t), ps)
+}
+
+// runBursts starts the --bursts groups and waits for all of them.
+func runBursts(d time.Duration) ([]*group, error) {
+	s := &spawner{deadline: time.Now().Add(d)}
+	const handlers = 3
+	peers := make([]*burstPeer, handlers)
+	for i := range peers {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		peers[i] = &burstPeer{chanReq: make(chan struct{}, 1), chanResp: make(chan int),
+			pipeReq: make(chan struct{}, 1), r: r, w: w}
+	}
+	startBurstHandler(s, peers)
+	startBurstFeeder(s, peers)
+	startBurstWriter(s, peers)
+	startCrowd(s, 4)
+	s.wg.Wait()
+	for _, p := range peers {
+		p.r.Close()
+	}
+	return s.groups, nil
+}
+
+// burstPeer is what a handler shares with its feeder and its writer.
+type burstPeer struct {
+	chanReq  chan struct{} // handler -> feeder: send to chanResp in 2 ms
+	chanResp chan int
+	pipeReq  chan struct{} // handler -> writer: write to w in 2 ms
+	r, w     *os.File
+}
+
+func startBurstHandler(s *spawner, peers []*burstPeer) {
+	g := s.group("main.burstHandler", len(peers))
+	for _, p := range peers {
+		go s.runPhases(g, func(ps phases) { burstHandler(p, s.deadline, ps) })
+	}
+}
+
+func startBurstFeeder(s *spawner, peers []*burstPeer) {
+	g := s.group("main.burstFeeder", len(peers))
+	for _, p := range peers {
+		go s.runPhases(g, func(ps phases) {
+			t := time.Now()
+			burstFeeder(p)
+			ps.add("main.burstFeeder", time.Since(t), 0)
+		})
+	}
+}
+
+func startBurstWriter(s *spawner, peers []*burstPeer) {
+	g := s.group("main.burstWriter", len(peers))
+	for _, p := range peers {
+		go s.runPhases(g, func(ps phases) {
+			t := time.Now()
+			burstWriter(p)
+			ps.add("main.burstWriter", time.Since(t), 0)
+		})
+	}
+}
+
+func startCrowd(s *spawner, n int) {
+	g := s.group("main.crowd", n)
+	for i := 0; i < n; i++ {
+		go s.runPhases(g, func(ps phases) { crowd(s.deadline, ps) })
+	}
+}
+
+// burstHandler runs its four phases until the deadline, then tells its
+// feeder and writer to stop.
+//
+//go:noinline
+func burstHandler(p *burstPeer, deadline time.Time, ps phases) {
+	defer close(p.pipeReq)
+	defer close(p.chanReq)
+	buf := make([]byte, 1)
+	for t0 := time.Now(); t0.Before(deadline); {
+		cpu := burstCompute()
+		t1 := time.Now()
+		burstSleep()
+		t2 := time.Now()
+		burstChan(p)
+		t3 := time.Now()
+		burstPipe(p, buf)
+		t4 := time.Now()
+		ps.add("main.burstCompute", t1.Sub(t0), cpu)
+		ps.add("main.burstSleep", t2.Sub(t1), 0)
+		ps.add("main.burstChan", t3.Sub(t2), 0)
+		ps.add("main.burstPipe", t4.Sub(t3), 0)
+		t0 = t4
+	}
+}
+
+//go:noinline
+func burstCompute() time.Duration { return burn(burstComputeCPU) }
+
+//go:noinline
+func burstSleep() { time.Sleep(burstSleepTime) }
+
+//go:noinline
+func burstChan(p *burstPeer) {
+	p.chanReq <- struct{}{}
+	<-p.chanResp
+}
+
+//go:noinline
+func burstPipe(p *burstPeer, buf []byte) {
+	p.pipeReq <- struct{}{}
+	if _, err := io.ReadFull(p.r, buf); err != nil {
+		panic(err)
+	}
+}
+
+//go:noinline
+func burstFeeder(p *burstPeer) {
+	for range p.chanReq {
+		time.Sleep(burstReplyAfter)
+		p.chanResp <- 1
+	}
+}
+
+//go:noinline
+func burstWriter(p *burstPeer) {
+	defer p.w.Close()
+	for range p.pipeReq {
+		time.Sleep(burstReplyAfter)
+		if _, err := p.w.Write([]byte{'x'}); err != nil {
+			panic(err)
+		}
+	}
+}
+
+//go:noinline
+func crowd(deadline time.Time, ps phases) {
+	for t0 := time.Now(); t0.Before(deadline); {
+		cpu := crowdCompute()
+		t1 := time.Now()
+		crowdSleep()
+		t2 := time.Now()
+		ps.add("main.crowdCompute", t1.Sub(t0), cpu)
+		ps.add("main.crowdSleep", t2.Sub(t1), 0)
+		t0 = t2
+	}
+}
+
+//go:noinline
+func crowdCompute() time.Duration { return burn(crowdComputeCPU) }
+
+//go:noinline
+func crowdSleep() { time.Sleep(crowdSleepTime) }
+
+// threadCPU reads the CPU clock of the calling thread. RawSyscall: a
+// short system call the runtime does not see, so it does not hand the P
+// over to another thread.
+func threadCPU() time.Duration {
+	var ts syscall.Timespec
+	// CLOCK_THREAD_CPUTIME_ID = 3.
+	if _, _, e := syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, 3, uintptr(unsafe.Pointer(&ts)), 0); e != 0 {
+		panic(e)
+	}
+	return time.Duration(ts.Nano())
+}
+
+// burnProbe is how many iterations burn does before it first reads the
+// CPU clock (about 20 µs).
+const burnProbe = 20000
+
+// burn computes until the goroutine has used want of CPU time, and returns
+// the CPU time it used. The goroutine is locked to its thread meanwhile, so
+// that the thread's CPU clock is the goroutine's (it stays on the thread
+// and nothing else runs there even if the runtime preempts it). After a
+// first probe, each step does the iterations that the rate measured so far
+// says are left, so the clock is read a few times per call.
+func burn(want time.Duration) time.Duration {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	x := uint64(88172645463325252)
+	c0 := threadCPU()
+	var used time.Duration
+	for n, done := burnProbe, 0; ; {
+		for i := 0; i < n; i++ {
+			x = x*6364136223846793005 + 1442695040888963407
+		}
+		done += n
+		used = threadCPU() - c0
+		if used >= want {
+			break
+		}
+		n = max(int(float64(done)/float64(max(used, 1))*float64(want-used)), burnProbe/4)
+	}
+	sink.Add(x)
+	return used
+}
