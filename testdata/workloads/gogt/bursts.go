@@ -130,46 +130,60 @@ func startCrowd(s *spawner, n int) {
 // burstHandler runs its four phases until the deadline, then tells its
 // feeder and writer to stop.
 //
+// A phase begins when the clock is read right before its function is
+// called and ends when that function reads the clock as its last act, so
+// a goroutine held up at either boundary (preempted in the call to
+// time.Now, say) is in the phase by the workload's clock exactly when its
+// stack has the phase's function; the bookkeeping between phases is in
+// none.
+//
 //go:noinline
 func burstHandler(p *burstPeer, deadline time.Time, ps phases) {
 	defer close(p.pipeReq)
 	defer close(p.chanReq)
 	buf := make([]byte, 1)
-	for t0 := time.Now(); t0.Before(deadline); {
-		cpu := burstCompute()
-		t1 := time.Now()
-		burstSleep()
-		t2 := time.Now()
-		burstChan(p)
-		t3 := time.Now()
-		burstPipe(p, buf)
-		t4 := time.Now()
-		ps.add("main.burstCompute", t1.Sub(t0), cpu)
-		ps.add("main.burstSleep", t2.Sub(t1), 0)
-		ps.add("main.burstChan", t3.Sub(t2), 0)
-		ps.add("main.burstPipe", t4.Sub(t3), 0)
-		t0 = t4
+	for time.Now().Before(deadline) {
+		t := time.Now()
+		end, cpu := burstCompute()
+		ps.add("main.burstCompute", end.Sub(t), cpu)
+		t = time.Now()
+		end = burstSleep()
+		ps.add("main.burstSleep", end.Sub(t), 0)
+		t = time.Now()
+		end = burstChan(p)
+		ps.add("main.burstChan", end.Sub(t), 0)
+		t = time.Now()
+		end = burstPipe(p, buf)
+		ps.add("main.burstPipe", end.Sub(t), 0)
 	}
 }
 
 //go:noinline
-func burstCompute() time.Duration { return burn(burstComputeCPU) }
-
-//go:noinline
-func burstSleep() { time.Sleep(burstSleepTime) }
-
-//go:noinline
-func burstChan(p *burstPeer) {
-	p.chanReq <- struct{}{}
-	<-p.chanResp
+func burstCompute() (time.Time, time.Duration) {
+	cpu := burn(burstComputeCPU)
+	return time.Now(), cpu
 }
 
 //go:noinline
-func burstPipe(p *burstPeer, buf []byte) {
+func burstSleep() time.Time {
+	time.Sleep(burstSleepTime)
+	return time.Now()
+}
+
+//go:noinline
+func burstChan(p *burstPeer) time.Time {
+	p.chanReq <- struct{}{}
+	<-p.chanResp
+	return time.Now()
+}
+
+//go:noinline
+func burstPipe(p *burstPeer, buf []byte) time.Time {
 	p.pipeReq <- struct{}{}
 	if _, err := io.ReadFull(p.r, buf); err != nil {
 		panic(err)
 	}
+	return time.Now()
 }
 
 //go:noinline
@@ -191,24 +205,32 @@ func burstWriter(p *burstPeer) {
 	}
 }
 
+// crowd runs its two phases until the deadline (boundaries as in
+// burstHandler).
+//
 //go:noinline
 func crowd(deadline time.Time, ps phases) {
-	for t0 := time.Now(); t0.Before(deadline); {
-		cpu := crowdCompute()
-		t1 := time.Now()
-		crowdSleep()
-		t2 := time.Now()
-		ps.add("main.crowdCompute", t1.Sub(t0), cpu)
-		ps.add("main.crowdSleep", t2.Sub(t1), 0)
-		t0 = t2
+	for time.Now().Before(deadline) {
+		t := time.Now()
+		end, cpu := crowdCompute()
+		ps.add("main.crowdCompute", end.Sub(t), cpu)
+		t = time.Now()
+		end = crowdSleep()
+		ps.add("main.crowdSleep", end.Sub(t), 0)
 	}
 }
 
 //go:noinline
-func crowdCompute() time.Duration { return burn(crowdComputeCPU) }
+func crowdCompute() (time.Time, time.Duration) {
+	cpu := burn(crowdComputeCPU)
+	return time.Now(), cpu
+}
 
 //go:noinline
-func crowdSleep() { time.Sleep(crowdSleepTime) }
+func crowdSleep() time.Time {
+	time.Sleep(crowdSleepTime)
+	return time.Now()
+}
 
 // threadCPU reads the CPU clock of the calling thread. RawSyscall: a
 // short system call the runtime does not see, so it does not hand the P
