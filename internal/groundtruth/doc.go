@@ -81,8 +81,11 @@
 //
 // A Go group's phases are the functions its goroutines run in turn (by
 // default one, the group's function; with --bursts several, whose wall
-// times add up to the group's but for the loop's own few instructions).
-// The compute phases of --bursts also have cpu_ns, the CPU time the
-// goroutine used in them: it runs them locked to its thread
-// (runtime.LockOSThread) and reads the thread's CPU clock before and after.
+// times add up to the group's but for the loop between them). A --bursts
+// phase begins when the clock is read right before its function is called
+// and ends when the function reads it as its last act. The compute phases
+// of --bursts also have cpu_ns, the CPU time the goroutine used in them:
+// it runs them locked to its thread (runtime.LockOSThread) and reads the
+// thread's CPU clock right before and after, outside the phase, so that no
+// phase makes a system call other than to wait.
 package groundtruth

@@ -258,8 +258,9 @@ func TestGoGTBursts(t *testing.T) {
 				t.Errorf("%s: cpu %v measured in a phase that does not measure it", name, p.CPU())
 			}
 		}
-		// The phases fill the goroutines' time but for the loop itself.
-		if sum > time.Duration(g.WallNS) || sum < time.Duration(g.WallNS)*99/100 {
+		// The phases fill the goroutines' time but for the loop itself (and
+		// the calibration of the compute phases).
+		if sum > time.Duration(g.WallNS) || sum < time.Duration(g.WallNS)*95/100 {
 			t.Errorf("%s: phases add up to %v of %v", c.fn, sum, time.Duration(g.WallNS))
 		}
 	}

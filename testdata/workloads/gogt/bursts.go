@@ -14,7 +14,7 @@ import (
 // more of them runnable than there are CPUs:
 //
 //	main.burstHandler   loops over 4 phases:                 3 goroutines
-//	  main.burstCompute   burns 3 ms of its thread's CPU time
+//	  main.burstCompute   computes for about 3 ms of CPU time
 //	  main.burstSleep     time.Sleep(5ms)
 //	  main.burstChan      receives from a channel that its feeder sends to
 //	                      2 ms after it asked
@@ -25,12 +25,14 @@ import (
 //	main.burstWriter    per handler: the same, writes the    3 goroutines
 //	                    pipe
 //	main.crowd          loops over 2 phases:                 4 goroutines
-//	  main.crowdCompute   burns 2 ms of its thread's CPU time
+//	  main.crowdCompute   computes for about 2 ms of CPU time
 //	  main.crowdSleep     time.Sleep(1ms)
 //
 // Each phase's wall time is summed per group and phase; the compute phases
-// also report the CPU time they burnt (cpu_ns), measured on the thread's
-// CPU clock.
+// also report the CPU time they used (cpu_ns), measured on the thread's
+// CPU clock (see burner). No phase makes a system call of its own but to
+// wait: a profiler that leaves out time in system calls the runtime does
+// not see (raw ones) would otherwise lose time the workload counts.
 const (
 	burstComputeCPU = 3 * time.Millisecond
 	burstSleepTime  = 5 * time.Millisecond
@@ -142,12 +144,11 @@ func burstHandler(p *burstPeer, deadline time.Time, ps phases) {
 	defer close(p.pipeReq)
 	defer close(p.chanReq)
 	buf := make([]byte, 1)
+	b := newBurner(burstComputeCPU)
 	for time.Now().Before(deadline) {
+		b.run(ps, "main.burstCompute", burstCompute)
 		t := time.Now()
-		end, cpu := burstCompute()
-		ps.add("main.burstCompute", end.Sub(t), cpu)
-		t = time.Now()
-		end = burstSleep()
+		end := burstSleep()
 		ps.add("main.burstSleep", end.Sub(t), 0)
 		t = time.Now()
 		end = burstChan(p)
@@ -159,9 +160,9 @@ func burstHandler(p *burstPeer, deadline time.Time, ps phases) {
 }
 
 //go:noinline
-func burstCompute() (time.Time, time.Duration) {
-	cpu := burn(burstComputeCPU)
-	return time.Now(), cpu
+func burstCompute(n int) time.Time {
+	spin(n)
+	return time.Now()
 }
 
 //go:noinline
@@ -210,20 +211,19 @@ func burstWriter(p *burstPeer) {
 //
 //go:noinline
 func crowd(deadline time.Time, ps phases) {
+	b := newBurner(crowdComputeCPU)
 	for time.Now().Before(deadline) {
+		b.run(ps, "main.crowdCompute", crowdCompute)
 		t := time.Now()
-		end, cpu := crowdCompute()
-		ps.add("main.crowdCompute", end.Sub(t), cpu)
-		t = time.Now()
-		end = crowdSleep()
+		end := crowdSleep()
 		ps.add("main.crowdSleep", end.Sub(t), 0)
 	}
 }
 
 //go:noinline
-func crowdCompute() (time.Time, time.Duration) {
-	cpu := burn(crowdComputeCPU)
-	return time.Now(), cpu
+func crowdCompute(n int) time.Time {
+	spin(n)
+	return time.Now()
 }
 
 //go:noinline
@@ -232,9 +232,7 @@ func crowdSleep() time.Time {
 	return time.Now()
 }
 
-// threadCPU reads the CPU clock of the calling thread. RawSyscall: a
-// short system call the runtime does not see, so it does not hand the P
-// over to another thread.
+// threadCPU reads the CPU clock of the calling thread.
 func threadCPU() time.Duration {
 	var ts syscall.Timespec
 	// CLOCK_THREAD_CPUTIME_ID = 3.
@@ -244,33 +242,58 @@ func threadCPU() time.Duration {
 	return time.Duration(ts.Nano())
 }
 
-// burnProbe is how many iterations burn does before it first reads the
-// CPU clock (about 20 µs).
-const burnProbe = 20000
-
-// burn computes until the goroutine has used want of CPU time, and returns
-// the CPU time it used. The goroutine is locked to its thread meanwhile, so
-// that the thread's CPU clock is the goroutine's (it stays on the thread
-// and nothing else runs there even if the runtime preempts it). After a
-// first probe, each step does the iterations that the rate measured so far
-// says are left, so the clock is read a few times per call.
-func burn(want time.Duration) time.Duration {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+// spin computes for n iterations.
+//
+//go:noinline
+func spin(n int) {
 	x := uint64(88172645463325252)
-	c0 := threadCPU()
-	var used time.Duration
-	for n, done := burnProbe, 0; ; {
-		for i := 0; i < n; i++ {
-			x = x*6364136223846793005 + 1442695040888963407
-		}
-		done += n
-		used = threadCPU() - c0
-		if used >= want {
-			break
-		}
-		n = max(int(float64(done)/float64(max(used, 1))*float64(want-used)), burnProbe/4)
+	for i := 0; i < n; i++ {
+		x = x*6364136223846793005 + 1442695040888963407
 	}
 	sink.Add(x)
-	return used
+}
+
+// burner runs a compute phase of one goroutine: n iterations of spin,
+// adjusted after each phase towards want of CPU time.
+type burner struct {
+	want time.Duration
+	n    int
+}
+
+// newBurner measures how many iterations take want of CPU time.
+func newBurner(want time.Duration) *burner {
+	b := &burner{want: want, n: 10000}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for {
+		c0 := threadCPU()
+		spin(b.n)
+		if cpu := threadCPU() - c0; cpu >= want/4 {
+			b.n = int(float64(b.n) * float64(want) / float64(cpu))
+			return b
+		}
+		b.n *= 2
+	}
+}
+
+// run runs the compute phase fn(n) and records it as name: from the clock
+// read before fn to the clock fn reads last, and the CPU time the thread
+// used meanwhile. The goroutine is locked to its thread from before the
+// first reading of the CPU clock to after the second, so that the thread's
+// clock is the goroutine's (it stays on the thread, and nothing else runs
+// there even if the runtime preempts it); the two readings, system calls,
+// are outside the phase, so the phase makes none.
+func (b *burner) run(ps phases, name string, fn func(n int) time.Time) {
+	runtime.LockOSThread()
+	c0 := threadCPU()
+	t := time.Now()
+	end := fn(b.n)
+	cpu := threadCPU() - c0
+	runtime.UnlockOSThread()
+	ps.add(name, end.Sub(t), cpu)
+	if cpu > 0 {
+		// Halfway towards want: one phase's CPU time is noisy.
+		f := (1 + float64(b.want)/float64(cpu)) / 2
+		b.n = max(int(float64(b.n)*min(max(f, 0.5), 2)), 1)
+	}
 }
