@@ -258,9 +258,12 @@ func TestGoGTBursts(t *testing.T) {
 				t.Errorf("%s: cpu %v measured in a phase that does not measure it", name, p.CPU())
 			}
 		}
-		// The phases fill the goroutines' time but for the loop itself (and
-		// the calibration of the compute phases).
-		if sum > time.Duration(g.WallNS) || sum < time.Duration(g.WallNS)*95/100 {
+		// The phases fill the goroutines' time but for the loop between
+		// them: the calibration of the compute phases, and the readings of
+		// the CPU clock around them, where the kernel often preempts the
+		// thread (reading the clock updates its CPU time, which can end its
+		// time slice): up to 8% of the crowd's time on a busy machine.
+		if sum > time.Duration(g.WallNS) || sum < time.Duration(g.WallNS)*85/100 {
 			t.Errorf("%s: phases add up to %v of %v", c.fn, sum, time.Duration(g.WallNS))
 		}
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"runtime"
@@ -69,7 +70,7 @@ func runBursts(d time.Duration) ([]*group, error) {
 	for i := range peers {
 		r, w, err := os.Pipe()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("create pipe: %w", err)
 		}
 		peers[i] = &burstPeer{chanReq: make(chan struct{}, 1), chanResp: make(chan int),
 			pipeReq: make(chan struct{}, 1), r: r, w: w}
