@@ -69,15 +69,10 @@ func TestRecordGoBursts(t *testing.T) {
 			if p.GoInfo == nil || len(p.Goroutines) == 0 {
 				t.Fatalf("no goroutine view:\n%s", stderr)
 			}
-			// The snapshots' span: waiting time is charged only between the
-			// first and the last snapshot, running time wherever the thread
-			// samples fall while snapshots are taken.
-			span := p.GoInfo.Interval * time.Duration(max(p.GoInfo.Snapshots-1, 0))
-			t.Logf("%s at %v: %d snapshots every %s (spanning %v of the %v recording), up to %d goroutines, %d inconsistent reads dropped, %d failed; "+
-				"process CPU %v over %v, run delay %v (truth)",
-				p.GoInfo.Version, time.Duration(p.Period), p.GoInfo.Snapshots, p.GoInfo.Interval, span.Round(time.Millisecond), p.Duration.Round(time.Millisecond),
-				p.GoInfo.MaxGoroutines, p.GoInfo.Dropped, p.GoInfo.Failed,
+			t.Logf("%s at %v: %d snapshots every %s, up to %d goroutines, %d inconsistent reads dropped, %d failed; process CPU %v over %v, run delay %v (truth)",
+				p.GoInfo.Version, time.Duration(p.Period), p.GoInfo.Snapshots, p.GoInfo.Interval, p.GoInfo.MaxGoroutines, p.GoInfo.Dropped, p.GoInfo.Failed,
 				time.Duration(truth.Process.CPUNS), time.Duration(truth.Process.WallNS), time.Duration(truth.Process.RunDelayNS))
+			checkCoverage(t, p, stderr)
 			checkBurstPhases(t, p, truth)
 			checkBurstCPU(t, p, truth)
 		})
