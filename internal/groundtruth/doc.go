@@ -21,7 +21,15 @@
 //   - gogt (testdata/workloads/gogt, own module): goroutine groups
 //     main.compute, main.sleeper, main.chanWaiter, main.chanFeeder,
 //     main.pipeReader, main.pipeWriter, main.mutexContender. Options
-//     --truth, --scale, --duration.
+//     --truth, --scale, --duration, --bursts. With --bursts (bursts.go)
+//     it runs instead goroutines whose phases are all shorter than the
+//     default sampling period, with more of them runnable than there are
+//     CPUs: 3 main.burstHandler goroutines loop over main.burstCompute
+//     (3 ms of CPU), main.burstSleep (time.Sleep 5 ms), main.burstChan (a
+//     channel receive answered after 2 ms by main.burstFeeder) and
+//     main.burstPipe (a pipe read, netpoller IO wait, answered after 2 ms
+//     by main.burstWriter); 4 main.crowd goroutines loop over
+//     main.crowdCompute (2 ms of CPU) and main.crowdSleep (time.Sleep 1 ms).
 //   - pingpong, cpubound: benchmark workloads (bench/); they write no truth
 //     but print a "name: key=value ..." line on stderr.
 //
@@ -32,6 +40,7 @@
 //
 //	{
 //	  "workload": "cgt",          // which workload wrote it
+//	  "mode": "bursts",           // gogt --bursts only; absent otherwise
 //	  "pid": 123,                 // process id (tgid)
 //	  "scale": 1,                 // the --scale factor
 //	  "nproc": 2,                 // CPUs online
@@ -48,7 +57,10 @@
 //	  "groups": [                 // Go workload: one entry per goroutine group
 //	    {"name": "compute", "function": "main.compute", "count": 2,
 //	     "wall_ns": 2000,         // summed over the group's goroutines
-//	     "phases": {"main.compute": {"wall_ns": 2000}}}
+//	     "phases": {"main.compute": {"wall_ns": 2000}}},
+//	    {"name": "crowd", "function": "main.crowd", "count": 4, "wall_ns": 4000,
+//	     "phases": {"main.crowdCompute": {"wall_ns": 2500, "cpu_ns": 1500},
+//	                "main.crowdSleep": {"wall_ns": 1490}}}
 //	  ]
 //	}
 //
@@ -66,4 +78,14 @@
 // In the Go workload CPU and run delay are per process: goroutines migrate
 // between threads. In a partial truth, threads still running have end_ns
 // set to the time of the exit and only completed phases are listed.
+//
+// A Go group's phases are the functions its goroutines run in turn (by
+// default one, the group's function; with --bursts several, whose wall
+// times add up to the group's but for the loop between them). A --bursts
+// phase begins when the clock is read right before its function is called
+// and ends when the function reads it as its last act. The compute phases
+// of --bursts also have cpu_ns, the CPU time the goroutine used in them:
+// it runs them locked to its thread (runtime.LockOSThread) and reads the
+// thread's CPU clock right before and after, outside the phase, so that no
+// phase makes a system call other than to wait.
 package groundtruth

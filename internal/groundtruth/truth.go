@@ -12,6 +12,7 @@ import (
 // Truth is the content of a truth file; see the package documentation.
 type Truth struct {
 	Workload string        `json:"workload"`
+	Mode     string        `json:"mode,omitempty"` // the workload's mode ("bursts"); empty by default
 	PID      int           `json:"pid"`
 	Scale    float64       `json:"scale"`
 	NProc    int           `json:"nproc"`

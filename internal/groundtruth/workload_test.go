@@ -212,3 +212,63 @@ func TestBenchWorkloads(t *testing.T) {
 		}
 	}
 }
+
+func TestGoGTBursts(t *testing.T) {
+	tr := Run(t, Build(t, "gogt"), "--bursts", "--duration", "500ms")
+	if err := tr.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if tr.Mode != "bursts" || tr.Process == nil || tr.Process.CPUNS <= 0 {
+		t.Fatalf("mode %q, process %+v", tr.Mode, tr.Process)
+	}
+	var computeCPU int64
+	for _, c := range []struct {
+		fn     string
+		count  int
+		phases []string
+	}{
+		{"main.burstHandler", 3, []string{"main.burstCompute", "main.burstSleep", "main.burstChan", "main.burstPipe"}},
+		{"main.burstFeeder", 3, []string{"main.burstFeeder"}},
+		{"main.burstWriter", 3, []string{"main.burstWriter"}},
+		{"main.crowd", 4, []string{"main.crowdCompute", "main.crowdSleep"}},
+	} {
+		g := tr.Group(c.fn)
+		if g == nil {
+			t.Errorf("no group %s", c.fn)
+			continue
+		}
+		if g.Count != c.count || len(g.Phases) != len(c.phases) || !within(time.Duration(g.WallNS), time.Duration(c.count)*500*time.Millisecond, 0.2) {
+			t.Errorf("%s: %d goroutines, wall %v, phases %v; want %d, ~%v each, phases %v", c.fn, g.Count, time.Duration(g.WallNS),
+				g.Phases, c.count, 500*time.Millisecond, c.phases)
+		}
+		var sum time.Duration
+		for _, name := range c.phases {
+			p, ok := g.Phases[name]
+			if !ok || p.WallNS <= 0 {
+				t.Errorf("%s: phase %s missing or empty: %+v", c.fn, name, p)
+			}
+			t.Logf("%-18s %-18s wall %-12v cpu %v", c.fn, name, p.Wall(), p.CPU())
+			sum += p.Wall()
+			if strings.HasSuffix(name, "Compute") {
+				if p.CPUNS <= 0 || p.CPUNS > p.WallNS {
+					t.Errorf("%s: cpu %v, wall %v", name, p.CPU(), p.Wall())
+				}
+				computeCPU += p.CPUNS
+			} else if p.CPUNS != 0 {
+				t.Errorf("%s: cpu %v measured in a phase that does not measure it", name, p.CPU())
+			}
+		}
+		// The phases fill the goroutines' time but for the loop between
+		// them: the calibration of the compute phases, and the readings of
+		// the CPU clock around them, where the kernel often preempts the
+		// thread (reading the clock updates its CPU time, which can end its
+		// time slice): up to 8% of the crowd's time on a busy machine.
+		if sum > time.Duration(g.WallNS) || sum < time.Duration(g.WallNS)*85/100 {
+			t.Errorf("%s: phases add up to %v of %v", c.fn, sum, time.Duration(g.WallNS))
+		}
+	}
+	// Nearly all of the process's CPU time is spent computing.
+	if computeCPU > tr.Process.CPUNS || computeCPU < tr.Process.CPUNS*8/10 {
+		t.Errorf("compute phases used %v of the process's %v of CPU time", time.Duration(computeCPU), tr.Process.CPU())
+	}
+}

@@ -13,6 +13,9 @@
 //	main.mutexContender locks a shared sync.Mutex and      3 goroutines
 //	                    holds it for 1 ms (time.Sleep)
 //
+// With --bursts it runs other groups instead, whose phases are all
+// shorter than a sampling period (bursts.go).
+//
 // Every group runs for --duration (default 1s) times --scale. The truth
 // (format in internal/groundtruth/doc.go) lists per group the goroutine
 // count and the summed wall time of the phase; main.mutexContender also
@@ -42,6 +45,7 @@ import (
 // phase is the truth of one phase, summed over a group's goroutines.
 type phase struct {
 	WallNS     int64 `json:"wall_ns"`
+	CPUNS      int64 `json:"cpu_ns,omitempty"` // --bursts compute phases only
 	LockWaitNS int64 `json:"lock_wait_ns,omitempty"`
 }
 
@@ -66,6 +70,19 @@ func (g *group) add(wall, lockWait time.Duration) {
 	g.WallNS += int64(wall)
 }
 
+// addPhases records one goroutine's time, wall, made of phases ps.
+func (g *group) addPhases(wall time.Duration, ps phases) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for name, q := range ps {
+		p := g.Phases[name]
+		p.WallNS += q.WallNS
+		p.CPUNS += q.CPUNS
+		g.Phases[name] = p
+	}
+	g.WallNS += int64(wall)
+}
+
 type processTruth struct {
 	WallNS     int64 `json:"wall_ns"`
 	CPUNS      int64 `json:"cpu_ns"`
@@ -74,6 +91,7 @@ type processTruth struct {
 
 type truth struct {
 	Workload string       `json:"workload"`
+	Mode     string       `json:"mode,omitempty"` // "bursts" with --bursts
 	PID      int          `json:"pid"`
 	Scale    float64      `json:"scale"`
 	NProc    int          `json:"nproc"`
@@ -156,6 +174,7 @@ func run() int {
 	truthPath := flag.String("truth", os.Getenv("WALLPROF_TRUTH"), "write the truth JSON to this `file`")
 	scale := flag.Float64("scale", 1, "multiply all durations by this factor")
 	duration := flag.Duration("duration", time.Second, "how long each group runs (before --scale)")
+	bursts := flag.Bool("bursts", false, "run goroutines whose phases are shorter than a sampling period instead (bursts.go)")
 	flag.Parse()
 	if *scale <= 0 || *duration <= 0 {
 		fmt.Fprintln(os.Stderr, "gogt: --scale and --duration must be positive")
@@ -164,7 +183,11 @@ func run() int {
 	d := time.Duration(float64(*duration) * *scale)
 	t := truth{Workload: "gogt", PID: os.Getpid(), Scale: *scale, NProc: runtime.NumCPU(), StartNS: monoNS()}
 	start := time.Now()
-	groups, err := runGroups(d)
+	groupsOf := runGroups
+	if *bursts {
+		t.Mode, groupsOf = "bursts", runBursts
+	}
+	groups, err := groupsOf(d)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gogt:", err)
 		return 1
