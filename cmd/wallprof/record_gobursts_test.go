@@ -25,11 +25,13 @@ var burstComputeFuncs = []string{"main.burstCompute", "main.crowdCompute"}
 // normally and stripped. The goroutine view must give every phase its
 // share of its group's time within 2 points of what the workload measured;
 // the thread view must give the compute functions their share of the
-// process's CPU time, and leave kernel functions where threads wait
-// (do_nanosleep, futex_wait, ep_poll, pipe_read, and where a preempted
-// thread switches out: irqentry_exit_to_user_mode, schedule) at most 1% of
-// the on-CPU time: short bursts' CPU time went there before on-CPU time
-// was credited only to timer samples. -bursts-freq records at another
+// process's CPU time, and leave kernel functions where threads block
+// (do_nanosleep, futex_wait, ep_poll, pipe_read) at most 0.5% of the
+// on-CPU time: short bursts' CPU time went there before on-CPU time was
+// credited only to timer samples. (Where a preempted thread switches out,
+// irqentry_exit_to_user_mode, a timer that fired with interrupts off is
+// taken as well, more so under load, as perf's is: TestRecordAgreesWithPerf
+// compares those with perf.) -bursts-freq records at another
 // rate (go test -run TestRecordGoBursts ./cmd/wallprof -args -bursts-freq 999).
 func TestRecordGoBursts(t *testing.T) {
 	requireRecording(t)
@@ -184,16 +186,10 @@ func keysOf[V any](m map[string]V) []string {
 }
 
 // waitingLeaf reports whether a kernel function is one where a thread
-// waits off CPU (where a sampled on-CPU burst used to be credited).
+// blocks off CPU (where a sampled on-CPU burst used to be credited).
 func waitingLeaf(fn string) bool {
 	fn, _, _ = strings.Cut(fn, ".") // do_nanosleep.isra.0
-	switch {
-	case fn == "do_nanosleep", fn == "ep_poll", fn == "pipe_read", fn == "anon_pipe_read",
-		fn == "irqentry_exit_to_user_mode", fn == "__schedule", fn == "schedule",
-		strings.HasPrefix(fn, "futex_wait"), strings.HasPrefix(fn, "schedule_hrtimeout"):
-		return true
-	}
-	return false
+	return kernelBlockFuncs[fn] || strings.HasPrefix(fn, "futex_wait") || strings.HasPrefix(fn, "schedule_hrtimeout")
 }
 
 // burstPhaseOf names the gogt --bursts phase function on a sample's
@@ -210,8 +206,8 @@ func burstPhaseOf(s *profile.Sample) string {
 
 // checkBurstCPU checks the thread view: the compute phases' share of the
 // process's on-CPU time against the CPU time the workload measured for
-// them, and no more than 1% of on-CPU time on a kernel function where
-// threads wait.
+// them, and no more than 0.5% of on-CPU time on a kernel function where
+// threads block.
 func checkBurstCPU(t *testing.T, p *profile.Profile, truth *groundtruth.Truth) {
 	t.Helper()
 	var exact time.Duration
@@ -279,7 +275,7 @@ func checkBurstCPU(t *testing.T, p *profile.Profile, truth *groundtruth.Truth) {
 	}
 	t.Logf("on-CPU time on kernel waiting functions as leaf: %v = %.2f%% [%s]; top on-CPU leaves: %s",
 		waiting, share(waiting, cpu), topDurations(waitingLeaves, cpu, 10), topDurations(leaves, cpu, 8))
-	if waiting > cpu/100 {
+	if waiting > cpu/200 {
 		t.Errorf("%v (%.1f%%) of on-CPU time on kernel functions where threads wait: %s", waiting, share(waiting, cpu), topDurations(waitingLeaves, cpu, 10))
 	}
 }
