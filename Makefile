@@ -25,7 +25,7 @@ test:
 	@# The switch-time accounting, which kernels before 6.16 or without
 	@# schedstat get, against the ground truth as well (where the kernel has
 	@# sched_exit_tp the run above checked the accounting at resumption).
-	WALLPROF_RESUME=0 $(GO) test -count=1 -run '^(TestRecordCGroundTruth|TestRecordGoProgram|TestRecordAttachTargetExits|TestRecordFollowsChildren|TestRecordSamplesAtFrequency)$$' ./cmd/wallprof
+	WALLPROF_RESUME=0 $(GO) test -count=1 -run '^(TestRecordCGroundTruth|TestRecordCBursts|TestRecordGoProgram|TestRecordAttachTargetExits|TestRecordFollowsChildren|TestRecordSamplesAtFrequency)$$' ./cmd/wallprof
 	cd examples/searchserver && $(GO) test ./...
 	$(MAKE) fuzz-smoke
 

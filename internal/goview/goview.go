@@ -12,7 +12,9 @@
 //
 // The time of goroutines the runtime has running comes from the thread
 // view, whose samples of a goroutine's stack (it ends in runtime.goexit)
-// carry exact times and stacks: on a CPU is running; on the run queue of
+// carry stacks and times (on a CPU: the timer's samples, each thread's
+// exact CPU time spread over them; off CPU: exact waits, sampled by time):
+// on a CPU is running; on the run queue of
 // the kernel is runnable (waiting for a CPU, if not for a P). Saved
 // registers of a running goroutine are stale, so snapshots never charge
 // running goroutines; they charge system calls, with the runtime's state.
