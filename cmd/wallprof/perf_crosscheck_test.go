@@ -12,6 +12,7 @@ import (
 
 	"github.com/wallprof/wallprof/internal/groundtruth"
 	"github.com/wallprof/wallprof/internal/profile"
+	"github.com/wallprof/wallprof/internal/symbolize"
 )
 
 // requirePerf skips a test that needs perf where it is not installed, but
@@ -161,7 +162,7 @@ func TestRecordAgreesWithPerf(t *testing.T) {
 	}
 	compare("flat", wFlat, pFlat)
 	compare("cum", wCum, pCum)
-	ws, ps := onCPULeafShare(wp, pid, kernelWaitFuncs), onCPULeafShare(pp, pid, kernelWaitFuncs)
+	ws, ps := onCPULeafShare(wp, pid, symbolize.IsKernelWait), onCPULeafShare(pp, pid, symbolize.IsKernelWait)
 	msg := fmt.Sprintf("on-CPU time on kernel waiting functions: wallprof %.1f%%, perf %.1f%%", 100*ws, 100*ps)
 	if ws > ps+0.01 {
 		t.Error(msg)

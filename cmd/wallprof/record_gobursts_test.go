@@ -11,6 +11,7 @@ import (
 
 	"github.com/wallprof/wallprof/internal/groundtruth"
 	"github.com/wallprof/wallprof/internal/profile"
+	"github.com/wallprof/wallprof/internal/symbolize"
 )
 
 var burstsFreq = flag.String("bursts-freq", "", "TestRecordGoBursts: record at this -F instead of the default rate")
@@ -185,13 +186,6 @@ func keysOf[V any](m map[string]V) []string {
 	return keys
 }
 
-// waitingLeaf reports whether a kernel function is one where a thread
-// blocks off CPU (where a sampled on-CPU burst used to be credited).
-func waitingLeaf(fn string) bool {
-	fn, _, _ = strings.Cut(fn, ".") // do_nanosleep.isra.0
-	return kernelBlockFuncs[fn] || strings.HasPrefix(fn, "futex_wait") || strings.HasPrefix(fn, "schedule_hrtimeout")
-}
-
 // burstPhaseOf names the gogt --bursts phase function on a sample's
 // stack, or "no phase".
 func burstPhaseOf(s *profile.Sample) string {
@@ -234,7 +228,7 @@ func checkBurstCPU(t *testing.T, p *profile.Profile, truth *groundtruth.Truth) {
 		leaf := "(no stack)"
 		if len(s.Stack) > 0 && len(s.Stack[0].Frames) > 0 {
 			leaf = s.Stack[0].Frames[0].Function
-			if m := s.Stack[0].Mapping; m != nil && m.Kernel && waitingLeaf(leaf) {
+			if m := s.Stack[0].Mapping; m != nil && m.Kernel && symbolize.IsKernelBlock(leaf) {
 				waiting += v
 				waitingLeaves[leaf+" in "+burstPhaseOf(s)] += v
 			}

@@ -49,15 +49,7 @@ func TestRecordGoroutines(t *testing.T) {
 			bin := groundtruth.BuildGo(t, dir, v.stripped, v.toolchain)
 			tmp := t.TempDir()
 			out, truthPath := filepath.Join(tmp, "go.pb.gz"), filepath.Join(tmp, "truth.json")
-			code, stderr := wallprof(t, "record", "-F", "199", "-o", out, "--", bin, "--truth", truthPath, "--duration", "2s")
-			if code != 0 {
-				t.Fatalf("wallprof record exited %d:\n%s", code, stderr)
-			}
-			truth, err := groundtruth.ReadTruth(truthPath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := readProfile(t, out)
+			p, truth, stderr := recordTruth(t, out, truthPath, "record", "-F", "199", "-o", out, "--", bin, "--truth", truthPath, "--duration", "2s")
 			if p.GoInfo == nil || len(p.Goroutines) == 0 {
 				t.Fatalf("no goroutine view:\n%s", stderr)
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/wallprof/wallprof/internal/linux"
 	"github.com/wallprof/wallprof/internal/present"
 	"github.com/wallprof/wallprof/internal/profile"
+	"github.com/wallprof/wallprof/internal/symbolize"
 )
 
 // requireRecording skips a test that needs to record when this machine
@@ -246,16 +247,7 @@ func TestRecordCGroundTruth(t *testing.T) {
 	cgt := groundtruth.Build(t, "cgt")
 	dir := t.TempDir()
 	out, truthPath := filepath.Join(dir, "cgt.pb.gz"), filepath.Join(dir, "truth.json")
-	code, stderr := wallprof(t, "record", "-F", "999", "-o", out, "--", cgt, "--truth", truthPath, "--late-threads", "--scale", "2")
-	if code != 0 {
-		t.Fatalf("wallprof record exited %d:\n%s", code, stderr)
-	}
-	t.Log(stderr)
-	truth, err := groundtruth.ReadTruth(truthPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := readProfile(t, out)
+	p, truth, stderr := recordTruth(t, out, truthPath, "record", "-F", "999", "-o", out, "--", cgt, "--truth", truthPath, "--late-threads", "--scale", "2")
 	if err := p.Validate(); err != nil {
 		t.Errorf("invariant: %v", err)
 	}
@@ -457,15 +449,7 @@ func TestRecordFollowsChildren(t *testing.T) {
 	out, truthPath := filepath.Join(dir, "sh.pb.gz"), filepath.Join(dir, "truth.json")
 	// The shell forks the workload (no exec in place: it runs a second command after it).
 	script := fmt.Sprintf("%s --scale 0.5 --truth %s; true", cgt, truthPath)
-	code, stderr := wallprof(t, "record", "-o", out, "--", "/bin/sh", "-c", script)
-	if code != 0 {
-		t.Fatalf("wallprof record exited %d:\n%s", code, stderr)
-	}
-	truth, err := groundtruth.ReadTruth(truthPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := readProfile(t, out)
+	p, truth, _ := recordTruth(t, out, truthPath, "record", "-o", out, "--", "/bin/sh", "-c", script)
 	pids := map[int]bool{}
 	for _, th := range p.Threads {
 		pids[th.PID] = true
@@ -577,44 +561,17 @@ func TestRecordSamplesAtFrequency(t *testing.T) {
 	}
 }
 
-// kernelBlockFuncs are kernel functions in which a thread blocks (sleep,
-// poll, futex, pipe, socket and disk waits): the CPU is not there beyond the
-// few instructions on the way in and out, and perf never shows them as the
-// leaf of more than a trace of on-CPU time. On-CPU time credited to them was
-// spent elsewhere.
-var kernelBlockFuncs = map[string]bool{
-	"do_nanosleep": true, "hrtimer_nanosleep": true, "schedule_hrtimeout_range_clock": true,
-	"schedule_hrtimeout_range": true, "schedule_timeout": true, "ep_poll": true, "do_epoll_wait": true,
-	"do_sys_poll": true, "do_select": true, "futex_wait_queue": true, "futex_do_wait": true,
-	"futex_wait": true, "io_schedule": true, "io_schedule_timeout": true, "folio_wait_bit_common": true,
-	"pipe_read": true, "anon_pipe_read": true, "unix_stream_read_generic": true, "sk_wait_data": true,
-	"wait_woken": true,
-}
-
-// kernelWaitFuncs are kernelBlockFuncs and the functions a preempted thread
-// waits in (interrupt exit, the scheduler). A timer interrupt that came
-// while interrupts were off is taken where they are turned back on, often
-// in these functions, so perf shows them too: compare with perf.
-var kernelWaitFuncs = func() map[string]bool {
-	m := map[string]bool{"irqentry_exit_to_user_mode": true, "exit_to_user_mode_loop": true,
-		"schedule": true, "__schedule": true, "preempt_schedule_irq": true, "finish_task_switch.isra.0": true,
-		"finish_task_switch": true}
-	for f := range kernelBlockFuncs {
-		m[f] = true
-	}
-	return m
-}()
-
 // onCPULeafShare is the share of p's on-CPU time (of process pid, or all
-// when pid is 0) whose leaf frame is one of funcs.
-func onCPULeafShare(p *profile.Profile, pid int, funcs map[string]bool) float64 {
+// when pid is 0) whose leaf frame is a function for which is returns true
+// (symbolize.IsKernelBlock, symbolize.IsKernelWait).
+func onCPULeafShare(p *profile.Profile, pid int, is func(string) bool) float64 {
 	var all, wait int64
 	for _, s := range p.Samples {
 		if s.State != profile.OnCPU || (pid != 0 && s.PID != pid) || len(s.Stack) == 0 {
 			continue
 		}
 		all += s.Value
-		if fs := s.Stack[0].Frames; len(fs) > 0 && funcs[fs[0].Function] {
+		if fs := s.Stack[0].Frames; len(fs) > 0 && is(fs[0].Function) {
 			wait += s.Value
 		}
 	}
@@ -632,15 +589,7 @@ func recordBursts(t *testing.T, cgt string, flags ...string) (*profile.Profile, 
 	out, truthPath := filepath.Join(dir, "bursts.pb.gz"), filepath.Join(dir, "truth.json")
 	args := append([]string{"record", "-o", out}, flags...)
 	args = append(args, "--", cgt, "--truth", truthPath, "--bursts", "8")
-	code, stderr := wallprof(t, args...)
-	if code != 0 {
-		t.Fatalf("wallprof record exited %d:\n%s", code, stderr)
-	}
-	truth, err := groundtruth.ReadTruth(truthPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := readProfile(t, out)
+	p, truth, _ := recordTruth(t, out, truthPath, args...)
 	if err := p.Validate(); err != nil {
 		t.Errorf("invariant: %v", err)
 	}
@@ -666,7 +615,7 @@ func TestRecordCBursts(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p, truth := recordBursts(t, cgt, c.flags...)
 			checkPhasesWithin(t, p, truth, 1)
-			if share := onCPULeafShare(p, truth.PID, kernelBlockFuncs); share > 0.005 {
+			if share := onCPULeafShare(p, truth.PID, symbolize.IsKernelBlock); share > 0.005 {
 				t.Errorf("%.1f%% of the on-CPU time has a kernel function that blocks as its leaf, want under 0.5%%", 100*share)
 			}
 		})
@@ -723,3 +672,20 @@ var recordBurstsRoles = []struct {
 	role string
 	n    int
 }{{"server", 2}, {"feeder", 2}, {"crowd", 3}}
+
+// recordTruth runs wallprof with args, which write the profile to out and
+// have a ground-truth workload write its truth to truthPath, and returns
+// the profile, the truth and wallprof's output; any failure ends the test.
+func recordTruth(t *testing.T, out, truthPath string, args ...string) (*profile.Profile, *groundtruth.Truth, string) {
+	t.Helper()
+	code, stderr := wallprof(t, args...)
+	if code != 0 {
+		t.Fatalf("wallprof record exited %d:\n%s", code, stderr)
+	}
+	t.Log(stderr)
+	truth, err := groundtruth.ReadTruth(truthPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return readProfile(t, out), truth, stderr
+}

@@ -19,27 +19,8 @@ import (
 
 	"github.com/wallprof/wallprof/internal/present"
 	"github.com/wallprof/wallprof/internal/profile"
+	"github.com/wallprof/wallprof/internal/symbolize"
 )
-
-// waitFuncs are the kernel functions a thread waits in, blocked or
-// preempted.
-var waitFuncs = map[string]bool{
-	"do_nanosleep": true, "hrtimer_nanosleep": true, "schedule_hrtimeout_range_clock": true,
-	"schedule_hrtimeout_range": true, "schedule_timeout": true, "ep_poll": true, "do_epoll_wait": true,
-	"do_sys_poll": true, "do_select": true, "futex_wait_queue": true, "futex_do_wait": true,
-	"futex_wait": true, "io_schedule": true, "io_schedule_timeout": true, "folio_wait_bit_common": true,
-	"pipe_read": true, "anon_pipe_read": true, "unix_stream_read_generic": true, "sk_wait_data": true,
-	"wait_woken": true, "irqentry_exit_to_user_mode": true, "exit_to_user_mode_loop": true,
-	"schedule": true, "__schedule": true, "preempt_schedule_irq": true,
-	"finish_task_switch": true, "finish_task_switch.isra.0": true,
-}
-
-// schedFuncs are the scheduler's own functions among waitFuncs: a timer
-// that expired during a context switch, with interrupts off, fires in them.
-var schedFuncs = map[string]bool{
-	"schedule": true, "__schedule": true, "preempt_schedule_irq": true,
-	"finish_task_switch": true, "finish_task_switch.isra.0": true,
-}
 
 func main() {
 	pid := flag.Int("pid", 0, "only this process (0: all)")
@@ -62,10 +43,10 @@ func main() {
 		leaves, total := leafTimes(p, *pid)
 		var wait, sched int64
 		for f, v := range leaves {
-			if waitFuncs[f] {
+			if symbolize.IsKernelWait(f) {
 				wait += v
 			}
-			if schedFuncs[f] {
+			if symbolize.IsKernelScheduler(f) {
 				sched += v
 			}
 		}
