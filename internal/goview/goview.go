@@ -567,9 +567,10 @@ func (s *Sampler) Attach(p, threads *profile.Profile, r Resolver) {
 		default:
 			continue
 		}
-		if inSyscall(ts.Stack) || hasFunc(ts.Stack, "runtime.mcall") {
-			// In a system call: the snapshots see it. Under mcall: the
-			// goroutine is switching out and this is the scheduler.
+		if runtimeSyscall(ts.Stack) || hasFunc(ts.Stack, "runtime.mcall") {
+			// In a system call the runtime knows of: the snapshots see
+			// it (_Gsyscall). Under mcall: the goroutine is switching
+			// out and this is the scheduler.
 			continue
 		}
 		start, ok := goroutineStart(ts.Stack)
@@ -659,6 +660,29 @@ func (s *Sampler) likelyCreator(fn string) string {
 		}
 	}
 	return best
+}
+
+// syscallMarkers are the Go functions that tell the runtime a goroutine is
+// entering a system call (entersyscall: the goroutine is _Gsyscall, and the
+// snapshots charge its time in the call). A system call made without one
+// (syscall.RawSyscall, the runtime's own futex or write, a vDSO fallback)
+// leaves the goroutine _Grunning: only the thread samples see that time.
+var syscallMarkers = []string{"syscall.Syscall", "syscall.Syscall6", "syscall.Syscall9", "syscall.syscall",
+	"syscall.syscall6", "syscall.SyscallNoError", "runtime.cgocall", "runtime.entersyscall",
+	"runtime.entersyscallblock", "runtime.reentersyscall"}
+
+// runtimeSyscall reports whether a thread stack is in a system call that
+// the Go runtime marked as one (syscallMarkers).
+func runtimeSyscall(stack []*profile.Location) bool {
+	if !inSyscall(stack) {
+		return false
+	}
+	for _, fn := range syscallMarkers {
+		if hasFunc(stack, fn) {
+			return true
+		}
+	}
+	return false
 }
 
 // inSyscall reports whether a thread stack is in a system call (its kernel

@@ -85,6 +85,22 @@ func TestInSyscall(t *testing.T) {
 	}
 }
 
+func TestRuntimeSyscall(t *testing.T) {
+	marked := []*profile.Location{kloc("ksys_read"), kloc("do_syscall_64"), loc("internal/runtime/syscall.Syscall6"),
+		loc("syscall.RawSyscall6"), loc("syscall.Syscall"), loc("main.read"), loc("runtime.goexit")}
+	if !runtimeSyscall(marked) {
+		t.Error("a read through syscall.Syscall is one the runtime marks (_Gsyscall): the snapshots charge it")
+	}
+	raw := []*profile.Location{kloc("__x64_sys_clock_gettime"), kloc("do_syscall_64"), loc("internal/runtime/syscall.Syscall6"),
+		loc("syscall.RawSyscall6"), loc("main.cpuTime"), loc("runtime.goexit")}
+	if runtimeSyscall(raw) {
+		t.Error("a raw system call leaves the goroutine _Grunning: only the thread samples see its time")
+	}
+	if runtimeSyscall([]*profile.Location{kloc("irqentry_exit_to_user_mode"), loc("syscall.Syscall")}) {
+		t.Error("a preemption is not a system call")
+	}
+}
+
 func TestGroups(t *testing.T) {
 	gs := []*profile.GoSample{
 		{GoID: 1, Func: "runtime.main", State: profile.GWaiting, WaitReason: "select", Value: 10},
@@ -131,8 +147,8 @@ func TestAttach(t *testing.T) {
 		{PID: 9, TID: 10, Thread: TagThread("app", 5), State: profile.OnCPU, Stack: []*profile.Location{l(0x3fff, "main.compute"), l(0x2fff, "runtime.goexit")}, Value: 60},
 		// Its thread waiting for a CPU: the goroutine is runnable.
 		{PID: 9, TID: 10, Thread: "app", State: profile.Runnable, Stack: []*profile.Location{l(0x3fff, "main.compute"), l(0x2fff, "runtime.goexit")}, Value: 20},
-		// In a system call: left to the snapshots.
-		{PID: 9, TID: 11, State: profile.OnCPU, Stack: []*profile.Location{kloc("do_syscall_64"), l(0x4fff, "main.read"), l(0x2fff, "runtime.goexit")}, Value: 7},
+		// In a system call the runtime marks (_Gsyscall): left to the snapshots.
+		{PID: 9, TID: 11, State: profile.OnCPU, Stack: []*profile.Location{kloc("do_syscall_64"), l(0x4ffe, "syscall.Syscall"), l(0x4fff, "main.read"), l(0x2fff, "runtime.goexit")}, Value: 7},
 		// The scheduler, and another process: not goroutines of this one.
 		{PID: 9, TID: 12, State: profile.OnCPU, Stack: []*profile.Location{l(0x5fff, "runtime.schedule"), l(0x6fff, "runtime.mstart")}, Value: 9},
 		{PID: 8, TID: 13, State: profile.OnCPU, Stack: []*profile.Location{l(0x3fff, "main.compute"), l(0x2fff, "runtime.goexit")}, Value: 11},
