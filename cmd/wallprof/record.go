@@ -30,9 +30,11 @@ const recordUsage = `Usage:
 
 Records a wall-clock profile: every thread's time split into on-CPU,
 runnable (waiting for a CPU) and blocked (sleeping, disk), each with its
-user and kernel stack. Off-CPU time is measured exactly from the scheduler's
-own clock and counters; stacks are sampled at -F Hz of on-CPU time and of
-off-CPU time.
+user and kernel stack. Every thread's time is measured exactly from the
+scheduler's own clock and counters. On-CPU stacks are taken where the CPU
+is, -F times a second, as perf does, and each thread's exact CPU time is
+spread over them; off-CPU stacks once per quarter period (at least 1 ms) of
+a thread's time off CPU, in the call it waited in.
 Recording stops after --duration, on Ctrl-C or SIGTERM, or when the target
 exits; the profile is written in every case.
 
@@ -68,7 +70,7 @@ func parseRecordFlags(args []string, stderr io.Writer) (*recordFlags, []string, 
 	fs.SetOutput(stderr)
 	fs.IntVar(&f.pid, "p", 0, "record the running process `PID`")
 	fs.IntVar(&f.pid, "pid", 0, "same as -p")
-	fs.IntVar(&f.freq, "F", collect.DefaultFreq, "sampling frequency in `Hz`, for on-CPU and off-CPU stacks (1 to 20000)")
+	fs.IntVar(&f.freq, "F", collect.DefaultFreq, "sampling frequency in `Hz` of on-CPU stacks (1 to 20000); an off-CPU stack stands for a quarter period of a thread's time off CPU, at least 1ms")
 	fs.IntVar(&f.freq, "freq", collect.DefaultFreq, "same as -F")
 	fs.StringVar(&f.output, "o", "wallprof.pb.gz", "write the profile to `FILE`")
 	fs.StringVar(&f.output, "output", "wallprof.pb.gz", "same as -o")
