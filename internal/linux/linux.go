@@ -2,6 +2,22 @@
 // (perf_event_open, capabilities, clocks, /proc parsing helpers). Errors wrap
 // the errno so that callers can match them with errors.Is, and the feature
 // checks return the sentinel errors below.
+//
+// Other packages that import golang.org/x/sys/unix or syscall, and why
+// (TestKernelCallsStayHere fails for any other):
+//   - cmd/wallprof: signal numbers, and the process group of a launched
+//     command (os/exec takes a syscall.SysProcAttr), which it signals.
+//   - internal/collect: the perf events' ioctl and close when a recording
+//     stops, errno matching, and the BPF statistics' type constant, beside
+//     the cilium/ebpf objects they act on.
+//   - internal/goruntime/goroutines: process_vm_readv on the target's
+//     memory, the goroutine reader's hot path, and fstat of its binary.
+//   - internal/load: the open-files limit of the load generator, and the
+//     errnos that classify its connection errors.
+//   - internal/symbolize: a file's device and inode (syscall.Stat_t), the
+//     key of the symbol cache.
+//
+// BPF itself goes through github.com/cilium/ebpf, in internal/collect.
 package linux
 
 import (
