@@ -278,13 +278,31 @@ func (r *recording) newSession(pid int, follow bool) error {
 	r.agg = collect.NewAggregator(func(pid int) (collect.ProcessResolver, error) {
 		return r.cache.NewProcess(pid)
 	})
-	s, err := collect.Open(collect.Plan{PIDs: []int{pid}, FollowForks: follow, Freq: r.flags.freq, Duration: r.flags.duration,
-		Stats: statsMode(r.flags.stats)})
+	plan := collect.Plan{PIDs: []int{pid}, FollowForks: follow, Freq: r.flags.freq, Duration: r.flags.duration,
+		Stats: statsMode(r.flags.stats)}
+	setPlanFromEnv(&plan)
+	s, err := collect.Open(plan)
 	if err != nil {
 		return err
 	}
 	r.session = s
 	return nil
+}
+
+// setPlanFromEnv applies the environment's knobs for comparing the ways
+// of recording (benchmarks, the switch-time tests of make test):
+// WALLPROF_RESUME=0 accounts at sched_switch, =1 never falls back from the
+// accounting at each thread's resumption; WALLPROF_RUN_DELAY=0 probes
+// sched_wakeup; WALLPROF_EXIT_TP=0 leaves sched_exit_tp alone.
+func setPlanFromEnv(p *collect.Plan) {
+	switch os.Getenv("WALLPROF_RESUME") {
+	case "0":
+		p.Accounting = collect.AccountSwitch
+	case "1":
+		p.Accounting = collect.AccountResume
+	}
+	p.NoRunDelay = os.Getenv("WALLPROF_RUN_DELAY") == "0"
+	p.NoExitTP = os.Getenv("WALLPROF_EXIT_TP") == "0"
 }
 
 func (r *recording) openError(err error) int {

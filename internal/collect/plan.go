@@ -23,10 +23,19 @@ const (
 type Plan struct {
 	PIDs        []int         // processes to record
 	FollowForks bool          // also record processes the targets fork
-	Freq        int           // sampling frequency in Hz, on- and off-CPU
+	Freq        int           // sampling frequency in Hz of on-CPU stacks (off-CPU: OffCPUPeriodNs)
 	Duration    time.Duration // 0: until stopped or the target exits
 	// Stats says how the run time of wallprof's BPF programs is measured.
 	Stats StatsMode
+	// Accounting says how off-CPU intervals are closed (default: at each
+	// thread's resumption where the kernel allows it).
+	Accounting Accounting
+	// NoRunDelay probes sched_wakeup for the end of a block even where
+	// schedstat gives it (switch-time accounting; to compare).
+	NoRunDelay bool
+	// NoExitTP does not load the programs on sched_exit_tp: the way of
+	// kernels before 6.16 (to compare).
+	NoExitTP bool
 }
 
 // ErrBadPlan wraps every plan validation error.

@@ -50,7 +50,7 @@ type Session struct {
 	startNs   uint64
 	wallStart time.Time
 	poll      atomic.Int64  // ring-buffer read interval (time.Duration)
-	resume    bool          // accounting at each thread's resumption (see resumeMode)
+	resume    bool          // accounting at each thread's resumption (Attachment.Resume)
 	cpuOpen   time.Duration // CPU time when Open began
 	cpuStart  time.Duration // CPU time when recording began (probes attached)
 
@@ -153,7 +153,7 @@ func (s *Session) load() error {
 			return fmt.Errorf("configure BPF program (%s): %w", name, err)
 		}
 	}
-	if !hasExitTP() {
+	if s.plan.NoExitTP {
 		return s.spec.LoadAndAssign(&s.objs.core, nil)
 	}
 	// In the same load as the core (a second collection would cost its
@@ -173,13 +173,6 @@ func (s *Session) load() error {
 	return nil
 }
 
-// hasExitTP reports whether to try sched_exit_tp (Linux 6.16+; a kernel
-// without it refuses the program, and the core is loaded alone).
-// WALLPROF_EXIT_TP=0 says no (to compare with the sys_exit way).
-func hasExitTP() bool {
-	return os.Getenv("WALLPROF_EXIT_TP") != "0"
-}
-
 // hasSchedstat reports whether the kernel keeps schedstat's run-queue wait
 // (CONFIG_SCHED_INFO), which /proc/PID/schedstat shows.
 func hasSchedstat() bool {
@@ -194,109 +187,100 @@ func boolByte(b bool) uint8 {
 	return 0
 }
 
+// attach carries out what the plan decides to attach on this kernel
+// (Plan.Attachment), falling back as the decision says when a program the
+// kernel loaded will not attach, then opens the on-CPU timer.
 func (s *Session) attach() error {
-	if s.resumeMode() {
-		if err := s.attachResume(); err == nil {
-			return nil
-		} else if os.Getenv("WALLPROF_RESUME") == "1" {
+	a := s.plan.Attachment(s.features())
+	for {
+		err := s.attachTable(a)
+		if err == nil {
+			return s.attachCPUClock()
+		}
+		if a.Fallback == nil {
 			return err
 		}
-		// Fall back to the switch-time accounting below.
 		s.detach()
-		s.resume = false
-		if err := s.objs.core.ResumeMode.Set(uint8(0)); err != nil {
-			return fmt.Errorf("configure BPF program (resume_mode): %w", err)
-		}
+		a = *a.Fallback
 	}
-	// With sched_exit_tp and the kernel's schedstat, the runnable part of
-	// an off-CPU interval comes from schedstat at the switch-in and
-	// sched_wakeup is not probed. WALLPROF_RUN_DELAY=0 probes it anyway
-	// (to compare).
-	rd := s.objs.exitTP != nil && hasSchedstat() && os.Getenv("WALLPROF_RUN_DELAY") != "0"
-	if err := s.objs.core.UseRd.Set(boolByte(rd)); err != nil {
-		return fmt.Errorf("configure BPF program (use_rd): %w", err)
-	}
-	progs := []*ebpf.Program{s.objs.core.OnSwitch, s.objs.core.OnWakeupNew, s.objs.core.OnFork}
-	if !rd {
-		progs = append(progs, s.objs.core.OnWakeup)
-	}
-	for _, p := range progs {
-		l, err := link.AttachTracing(link.TracingOptions{Program: p})
-		if err != nil {
-			return fmt.Errorf("attach scheduler tracepoint %s: %w", p, err)
-		}
-		s.links = append(s.links, l)
-	}
-	// The user stacks of blocked threads are taken in their own context at
-	// their switch-in (sched_exit_tp, Linux 6.16+); without it, as they
-	// leave their syscall (sys_exit: every syscall of the machine runs it)
-	// and, where the kernel has kprobes, right at the switch-in.
-	exitTP := false
-	if s.objs.exitTP != nil {
-		if l, err := link.AttachTracing(link.TracingOptions{Program: s.objs.exitTP}); err == nil {
-			s.links = append(s.links, l)
-			exitTP = true
-		}
-	}
-	if !exitTP && rd {
-		// Wake-ups are needed after all.
-		if err := s.objs.core.UseRd.Set(uint8(0)); err != nil {
-			return fmt.Errorf("configure BPF program (use_rd): %w", err)
-		}
-		l, err := link.AttachTracing(link.TracingOptions{Program: s.objs.core.OnWakeup})
-		if err != nil {
-			return fmt.Errorf("attach scheduler tracepoint %s: %w", s.objs.core.OnWakeup, err)
-		}
-		s.links = append(s.links, l)
-	}
-	if exitTP {
-		// Done.
-	} else if l, err := link.AttachTracing(link.TracingOptions{Program: s.objs.core.OnSysExit}); err != nil {
-		return fmt.Errorf("attach scheduler tracepoint %s: %w", s.objs.core.OnSysExit, err)
-	} else {
-		s.links = append(s.links, l)
-	}
-	if exitTP || !linux.HasKprobes() {
-		// Nothing to try.
-	} else if sym, err := linux.FindKernelSymbol("finish_task_switch"); err == nil {
-		if p, err := s.loadOptional("on_switch_in"); err == nil {
-			if kp, err := link.Kprobe(sym, p, nil); err == nil {
-				s.links = append(s.links, kp)
-				s.objs.optional = append(s.objs.optional, p)
-			} else {
-				p.Close()
-			}
-		}
-	}
-	return s.attachCPUClock()
 }
 
-// resumeMode reports whether to account at the resumption of each thread
-// (sched_exit_tp, Linux 6.16+, with the kernel's schedstat): one program run
-// per context switch instead of two. WALLPROF_RESUME=0 says no (to compare).
-func (s *Session) resumeMode() bool {
-	return s.objs.resume != nil && s.objs.taskExit != nil && hasSchedstat() && os.Getenv("WALLPROF_RESUME") != "0"
+// features probes what the kernel offers (Features).
+func (s *Session) features() Features {
+	return Features{
+		ExitTP:    s.objs.exitTP != nil && s.objs.resume != nil && s.objs.taskExit != nil,
+		Schedstat: hasSchedstat(),
+		Kprobes:   linux.HasKprobes(),
+	}
 }
 
-// attachResume attaches the programs of resume mode: the accounting at each
-// thread's resumption and exit, thread and process creation, and the
-// on-CPU timer.
-func (s *Session) attachResume() error {
-	if err := s.objs.core.ResumeMode.Set(uint8(1)); err != nil {
+// program returns the loaded program of a C name (nil if not loaded).
+func (s *Session) program(name string) *ebpf.Program {
+	switch name {
+	case progSwitch:
+		return s.objs.core.OnSwitch
+	case progWakeup:
+		return s.objs.core.OnWakeup
+	case progWakeupNew:
+		return s.objs.core.OnWakeupNew
+	case progFork:
+		return s.objs.core.OnFork
+	case progSysExit:
+		return s.objs.core.OnSysExit
+	case progSchedExit:
+		return s.objs.exitTP
+	case progResume:
+		return s.objs.resume
+	case progTaskExit:
+		return s.objs.taskExit
+	}
+	return nil
+}
+
+// attachTable sets the program up for a and attaches its programs.
+func (s *Session) attachTable(a Attachment) error {
+	if err := s.objs.core.ResumeMode.Set(boolByte(a.Resume)); err != nil {
 		return fmt.Errorf("configure BPF program (resume_mode): %w", err)
 	}
-	if err := s.objs.core.UseRd.Set(uint8(1)); err != nil {
+	if err := s.objs.core.UseRd.Set(boolByte(a.UseRunDelay)); err != nil {
 		return fmt.Errorf("configure BPF program (use_rd): %w", err)
 	}
-	s.resume = true
-	for _, p := range []*ebpf.Program{s.objs.core.OnWakeupNew, s.objs.core.OnFork, s.objs.taskExit, s.objs.resume} {
+	s.resume = a.Resume
+	for _, name := range a.Tracing {
+		p := s.program(name)
+		if p == nil {
+			return fmt.Errorf("attach scheduler tracepoint: program %s was not loaded", name)
+		}
 		l, err := link.AttachTracing(link.TracingOptions{Program: p})
 		if err != nil {
 			return fmt.Errorf("attach scheduler tracepoint %s: %w", p, err)
 		}
 		s.links = append(s.links, l)
 	}
-	return s.attachCPUClock()
+	if a.KprobeSwitchIn {
+		s.attachSwitchIn()
+	}
+	return nil
+}
+
+// attachSwitchIn attaches on_switch_in to finish_task_switch where the
+// kernel lets it (optional: without it, stacks wait for sys_exit).
+func (s *Session) attachSwitchIn() {
+	sym, err := linux.FindKernelSymbol("finish_task_switch")
+	if err != nil {
+		return
+	}
+	p, err := s.loadOptional(progSwitchIn)
+	if err != nil {
+		return
+	}
+	kp, err := link.Kprobe(sym, p, nil)
+	if err != nil {
+		p.Close()
+		return
+	}
+	s.links = append(s.links, kp)
+	s.objs.optional = append(s.objs.optional, p)
 }
 
 // attachCPUClock opens the on-CPU sampling timer on every CPU.
