@@ -326,10 +326,10 @@ func (s *Session) SeedThreads(pid int) error {
 			if err != nil {
 				continue // exited meanwhile
 			}
-			st.OnCpu, st.InTs, st.Pad = 1, first, 1
-			st.LastExec, st.RdOut, st.LastRunnable, st.WakeTs = c.ExecNs, c.RunDelayNs, c.Voluntary, c.Involunt
-			if t.State != 'R' && st.LastRunnable > 0 {
-				st.LastRunnable--
+			st.OnCpu, st.InTs, st.Based = 1, first, 1
+			st.LastExec, st.RdOut, st.Nvcsw, st.Nivcsw = c.ExecNs, c.RunDelayNs, c.Voluntary, c.Involunt
+			if t.State != 'R' && st.Nvcsw > 0 {
+				st.Nvcsw--
 			}
 		} else {
 			switch t.State {

@@ -71,12 +71,14 @@ type WallprofTstate struct {
 	OnCpu        uint8
 	OutState     uint8
 	Exited       uint8
-	Pad          uint8
+	Based        uint8
 	WakeCpu      uint32
 	Pad2         uint32
 	LastExec     uint64
 	LastRunnable uint64
 	RdOut        uint64
+	Nvcsw        uint64
+	Nivcsw       uint64
 }
 
 // Names of all BPF objects in the ELF.

@@ -66,6 +66,8 @@
 #define TASK_UNINTERRUPTIBLE 0x2
 #define TASK_DEAD 0x80
 #define TASK_NOLOAD 0x400
+#define PF_EXITING 0x4 /* task->flags: the task is exiting */
+#define EEXIST 17
 
 enum { EV_SAMPLE = 1, EV_EXIT = 2 };
 enum { SAMPLE_FINAL = 1, SAMPLE_CARRY = 2 };
@@ -99,12 +101,16 @@ struct tstate {
 	u8 on_cpu;
 	u8 out_state;
 	u8 exited;
-	u8 pad;
+	u8 based; /* resume mode: last_exec, rd_out, nvcsw and nivcsw hold the thread's counters */
 	u32 wake_cpu; /* the CPU whose run queue the thread was woken onto */
 	u32 pad2;
 	u64 last_exec; /* the kernel's CPU time of the thread (se.sum_exec_runtime) at its last switch, 0 if unknown */
 	u64 last_runnable; /* runnable time accounted at its last switch-in */
-	u64 rd_out;        /* its schedstat run_delay at its last switch-out, 0 if unknown */
+	u64 rd_out;        /* its schedstat run_delay where the open interval began (switch-out; resume mode: resumption), 0 if unknown */
+	/* Resume mode: its voluntary and involuntary context switches (nvcsw,
+	 * nivcsw) at its latest resumption. */
+	u64 nvcsw;
+	u64 nivcsw;
 };
 
 struct sample_event {
@@ -161,8 +167,8 @@ volatile u8 use_rd = 0;
  * the context of the thread that resumes (see on_resume), instead of at
  * sched_switch: one program run per switch. In this mode a thread's record
  * keeps, as of its latest switch-in (in_ts): its CPU time (last_exec), its
- * schedstat run_delay (rd_out), its voluntary switches (last_runnable) and
- * its involuntary ones (wake_ts); pad is 1 once those are set. */
+ * schedstat run_delay (rd_out), its voluntary and involuntary switches
+ * (nvcsw, nivcsw); based is 1 once those are set. */
 volatile u8 resume_mode = 0;
 
 /* The target processes, for a quick answer to "is this task ours?" on every
@@ -370,7 +376,7 @@ static __always_inline struct tstate *lookup_thread(u32 tid, u32 tgid, u64 now, 
 		init.out_state = ST_RUNNABLE;
 	}
 	long err = bpf_map_update_elem(&threads, &tid, &init, BPF_NOEXIST);
-	if (err && err != -17 /* EEXIST */) {
+	if (err && err != -EEXIST) {
 		count_lost(LOST_THREADS);
 		return NULL;
 	}
@@ -875,12 +881,12 @@ int BPF_PROG(on_wakeup_new, struct task_struct *p)
 {
 	u64 now = bpf_ktime_get_ns();
 	struct tstate *st = lookup_thread(p->pid, p->tgid, now, NEW_THREAD);
-	if (st && resume_mode && !st->pad) {
+	if (st && resume_mode && !st->based) {
 		/* Its counters start at zero: from its creation on, what they
 		 * gain is its time, counted at its resumptions. */
 		st->on_cpu = 1;
 		st->in_ts = now;
-		st->pad = 1;
+		st->based = 1;
 	}
 	return 0;
 }
@@ -1051,9 +1057,9 @@ static __always_inline void resume_base(struct tstate *st, struct task_struct *t
 	st->in_ts = now;
 	st->last_exec = task->se.sum_exec_runtime;
 	st->rd_out = task->sched_info.run_delay;
-	st->last_runnable = task->nvcsw;
-	st->wake_ts = task->nivcsw;
-	st->pad = 1;
+	st->nvcsw = task->nvcsw;
+	st->nivcsw = task->nivcsw;
+	st->based = 1;
 }
 
 /* More time off a CPU than this since a thread's latest resumption, when no
@@ -1110,7 +1116,7 @@ int BPF_PROG(on_resume, bool is_switch)
 	if (!st) {
 		/* Not seeded nor seen being created: counted from now. (An
 		 * exiting thread's record is gone with its exit event.) */
-		if (task->flags & 0x4 /* PF_EXITING */)
+		if (task->flags & PF_EXITING)
 			return 0;
 		u64 now = bpf_ktime_get_ns();
 		st = lookup_thread(tid, tgid, now, NEW_RUNNING);
@@ -1122,14 +1128,14 @@ int BPF_PROG(on_resume, bool is_switch)
 	}
 	u64 nv = task->nvcsw;
 	u64 niv = task->nivcsw;
-	bool counted = nv != st->last_runnable || niv != st->wake_ts;
+	bool counted = nv != st->nvcsw || niv != st->nivcsw;
 	/* The switch's time: the run queue's clock, updated at the start of
 	 * __schedule. (Not schedstat's last_arrival: these VMs have a switch
 	 * path that does not report the switch, and does not update
 	 * schedstat either.) */
 	u64 rc;
 	u64 now = sched_now(task, true, &rc);
-	if (st->pad && !counted && !other) {
+	if (st->based && !counted && !other) {
 		/* It called the scheduler and kept its CPU, unless its CPU time
 		 * (brought up to date by this __schedule) fell behind the clock
 		 * by more than interrupts would explain: then it was away, by a
@@ -1141,14 +1147,14 @@ int BPF_PROG(on_resume, bool is_switch)
 		if (now <= st->in_ts || now - st->in_ts < ran + HIDDEN_OFF_NS)
 			return 0;
 	}
-	if (!st->pad || now <= st->in_ts) {
+	if (!st->based || now <= st->in_ts) {
 		resume_base(st, task, now);
 		return 0;
 	}
 	u64 cpu, off, run, exec, rd;
 	resume_split(task, st, now - st->in_ts, 0, &cpu, &off, &run, &exec, &rd);
 	u8 k = ST_RUNNABLE;
-	if (nv != st->last_runnable) {
+	if (nv != st->nvcsw) {
 		k = BPF_CORE_READ_BITFIELD(task, sched_contributes_to_load) ? ST_DISK : ST_SLEEPING;
 	} else if (!counted) {
 		/* A switch the kernel did not count: blocked or preempted
@@ -1172,8 +1178,8 @@ int BPF_PROG(on_resume, bool is_switch)
 	st->in_ts = now;
 	st->last_exec = exec;
 	st->rd_out = rd;
-	st->last_runnable = nv;
-	st->wake_ts = niv;
+	st->nvcsw = nv;
+	st->nivcsw = niv;
 	if (due)
 		emit_current_sample(ctx, w);
 	return 0;
@@ -1190,7 +1196,7 @@ int BPF_PROG(on_task_exit, struct task_struct *p)
 	if (!st)
 		return 0;
 	u64 now = bpf_ktime_get_ns();
-	if (st->pad && now > st->in_ts) {
+	if (st->based && now > st->in_ts) {
 		u64 span = now - st->in_ts;
 		u64 cpu, off, run, exec, rd;
 		resume_split(task, st, span, 0, &cpu, &off, &run, &exec, &rd);
@@ -1223,7 +1229,7 @@ static __always_inline bool resume_close(struct task_struct *task, struct tstate
 	unsigned int state = task->__state;
 	if (state != 0)
 		k = classify(false, state);
-	if (st->pad && now > st->in_ts) {
+	if (st->based && now > st->in_ts) {
 		u64 span = now - st->in_ts;
 		if (running) {
 			st->time[ST_ONCPU] += span;
