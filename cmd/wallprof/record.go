@@ -11,17 +11,14 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/wallprof/wallprof/internal/collect"
-	"github.com/wallprof/wallprof/internal/goview"
 	"github.com/wallprof/wallprof/internal/linux"
 	"github.com/wallprof/wallprof/internal/present"
 	"github.com/wallprof/wallprof/internal/profile"
-	"github.com/wallprof/wallprof/internal/symbolize"
+	"github.com/wallprof/wallprof/internal/record"
 )
 
 const recordUsage = `Usage:
@@ -172,16 +169,16 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	defer out.abandon()
 
-	rec := &recording{flags: f, stderr: stderr, status: isTerminal(stderr) && !f.quiet}
+	c := &recorder{flags: f, stderr: stderr, status: isTerminal(stderr) && !f.quiet}
 	if cmdPath != "" {
-		code = rec.launch(ctx, cmdPath, cmdArgs)
+		code = c.launch(ctx, cmdPath, cmdArgs)
 	} else {
-		code = rec.attach(ctx, f.pid)
+		code = c.attach(ctx, f.pid)
 	}
 	if code != exitOK {
 		return code
 	}
-	return rec.finish(out)
+	return c.finish(out)
 }
 
 // output writes to a temporary file beside the target and renames it when
@@ -227,66 +224,19 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// recording holds the state of one 'wallprof record' run.
-type recording struct {
-	flags   *recordFlags
-	stderr  io.Writer
-	status  bool
-	session *collect.Session
-	agg     *collect.Aggregator
-	cache   *symbolize.Cache
-	result  *collect.Result
-	command string
-	// program is the program the target was run as and the file it runs
-	// (they differ for a program run through a symlink); zero if unknown.
-	program linux.Program
-	notes   []string
-	stopped time.Time
-
-	gomu   sync.Mutex
-	gview  *goview.Sampler // the goroutine view of a Go target, or nil
-	gopid  int
-	gostop chan struct{} // closed when the recording stops
-	gonote string        // why there is no goroutine view, or why it is partial
-	// goagg also aggregates the samples that arrive while the goroutine
-	// table is read, so that running time covers the same window as the
-	// snapshots.
-	goagg     atomic.Pointer[goTap]
-	goaggDone *collect.Aggregator
+// recorder is one 'wallprof record' run: its flags, what it tells the
+// user, and the recording (internal/record does the recording itself).
+type recorder struct {
+	flags  *recordFlags
+	stderr io.Writer
+	status bool
+	rec    *record.Recording
 }
 
-// goTap is where samples go while the goroutine table is read.
-type goTap struct {
-	agg *collect.Aggregator
-	s   *goview.Sampler
-}
-
-// add takes one sample from the session.
-func (r *recording) add(s *collect.RawSample) {
-	r.agg.Add(s)
-	if tap := r.goagg.Load(); tap != nil && tap.s.Active() {
-		// Tag the sample with the goroutine the latest snapshot had on
-		// its thread; Attach checks that the stack is that goroutine's.
-		t := *s
-		t.Comm = goview.TagThread(s.Comm, tap.s.Running(int(s.TID)))
-		tap.agg.Add(&t)
-	}
-}
-
-func (r *recording) newSession(pid int, follow bool) error {
-	r.cache = symbolize.NewCache()
-	r.agg = collect.NewAggregator(func(pid int) (collect.ProcessResolver, error) {
-		return r.cache.NewProcess(pid)
-	})
-	plan := collect.Plan{PIDs: []int{pid}, FollowForks: follow, Freq: r.flags.freq, Duration: r.flags.duration,
-		Stats: statsMode(r.flags.stats)}
-	setPlanFromEnv(&plan)
-	s, err := collect.Open(plan)
-	if err != nil {
-		return err
-	}
-	r.session = s
-	return nil
+// options are the recording's options as the flags give them.
+func (c *recorder) options() record.Options {
+	return record.Options{Freq: c.flags.freq, Duration: c.flags.duration, Stats: statsMode(c.flags.stats),
+		Goroutines: c.flags.gview != "off", Plan: setPlanFromEnv}
 }
 
 // setPlanFromEnv applies the environment's knobs for comparing the ways
@@ -305,56 +255,51 @@ func setPlanFromEnv(p *collect.Plan) {
 	p.NoExitTP = os.Getenv("WALLPROF_EXIT_TP") == "0"
 }
 
-func (r *recording) openError(err error) int {
+// startError explains why recording could not start.
+func startError(err error) string {
 	if collect.IsPermission(err) {
-		fmt.Fprintf(r.stderr, "wallprof record: the kernel refused to load or attach the BPF program (%v): run as root, or check that kernel.unprivileged_bpf_disabled and lockdown allow BPF tracing.\n", err)
-	} else {
-		fmt.Fprintf(r.stderr, "wallprof record: cannot start recording: %v.\n", err)
+		return fmt.Sprintf("the kernel refused to load or attach the BPF program (%v): run as root, or check that kernel.unprivileged_bpf_disabled and lockdown allow BPF tracing.", err)
 	}
+	return fmt.Sprintf("cannot start recording: %v.", err)
+}
+
+func (c *recorder) openError(err error) int {
+	fmt.Fprintf(c.stderr, "wallprof record: %s\n", startError(err))
 	return exitError
 }
 
 // attach records an already running process.
-func (r *recording) attach(ctx context.Context, pid int) int {
-	if err := r.newSession(pid, false); err != nil {
-		return r.openError(err)
+func (c *recorder) attach(ctx context.Context, pid int) int {
+	rec, err := record.Start(pid, c.options())
+	if errors.Is(err, record.ErrExited) {
+		fmt.Fprintf(c.stderr, "wallprof record: process %d exited before recording started.\n", pid)
+		return exitError
+	} else if err != nil {
+		return c.openError(err)
 	}
-	r.command = cmdline(pid)
-	r.program, _ = linux.ReadProgram(pid) // unknown for a kernel thread
-	// Read the process's mappings now, while it certainly exists.
-	r.agg.Resolver(uint32(pid))
-	if err := r.session.SeedThreads(pid); err != nil {
-		r.session.Close()
-		if !linux.ProcessExists(pid) {
-			fmt.Fprintf(r.stderr, "wallprof record: process %d exited before recording started.\n", pid)
-			return exitError
-		}
-		return r.openError(err)
-	}
+	c.rec = rec
 	exited := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		_ = linux.WaitExit(pid, done)
 		close(exited)
 	}()
-	go r.session.Run(r.add)
-	r.startGoroutines(pid, "")
-	r.started(fmt.Sprintf("process %d (%s)", pid, r.command))
-	why := r.wait(ctx, exited)
+	c.started(fmt.Sprintf("process %d (%s)", pid, rec.Command()))
+	why := c.wait(ctx, exited)
 	close(done)
 	if why == stopExited {
-		r.notes = append(r.notes, fmt.Sprintf("target process %d exited during the recording", pid))
+		rec.Note("target process %d exited during the recording", pid)
 	}
-	return r.stop(why)
+	return c.stop()
 }
 
 // launch starts a command under the recorder. The command is held at a gate
 // (a shell waiting on a pipe) until the recorder is attached to its PID, then
 // exec'ed in place, so not one instruction of it runs unrecorded.
-func (r *recording) launch(ctx context.Context, path string, args []string) int {
+func (c *recorder) launch(ctx context.Context, path string, args []string) int {
 	gateR, gateW, err := os.Pipe()
 	if err != nil {
-		fmt.Fprintf(r.stderr, "wallprof record: %v.\n", err)
+		fmt.Fprintf(c.stderr, "wallprof record: %v.\n", err)
 		return exitError
 	}
 	script := `read -r _ <&3; exec 3<&-; exec "$0" "$@"`
@@ -364,12 +309,10 @@ func (r *recording) launch(ctx context.Context, path string, args []string) int 
 	if err := cmd.Start(); err != nil {
 		gateR.Close()
 		gateW.Close()
-		fmt.Fprintf(r.stderr, "wallprof record: cannot start %s: %v.\n", path, err)
+		fmt.Fprintf(c.stderr, "wallprof record: cannot start %s: %v.\n", path, err)
 		return exitError
 	}
 	gateR.Close()
-	r.command = strings.Join(args, " ")
-	r.program, _ = linux.ProgramAt(path) // the gate's "$0"
 	pid := cmd.Process.Pid
 	abort := func(code int) int {
 		_ = cmd.Process.Kill()
@@ -377,19 +320,18 @@ func (r *recording) launch(ctx context.Context, path string, args []string) int 
 		_ = cmd.Wait()
 		return code
 	}
-	if err := r.newSession(pid, true); err != nil {
-		return abort(r.openError(err))
+	o := c.options()
+	o.FollowForks, o.Gated = true, true
+	o.Command = strings.Join(args, " ")
+	o.Program, _ = linux.ProgramAt(path) // the gate's "$0"
+	rec, err := record.Start(pid, o)
+	if err != nil {
+		return abort(c.openError(err))
 	}
-	if err := r.session.SeedThreads(pid); err != nil {
-		r.session.Close()
-		return abort(r.openError(err))
-	}
-	go r.session.Run(r.add)
-	r.started(fmt.Sprintf("%q (pid %d) and its children", r.command, pid))
-	gate := gateExe(pid) // before it execs the command
+	c.rec = rec
+	c.started(fmt.Sprintf("%q (pid %d) and its children", rec.Command(), pid))
 	gateW.Write([]byte("\n"))
 	gateW.Close()
-	go r.startGoroutines(pid, gate)
 
 	exited := make(chan struct{})
 	var waitErr error
@@ -397,10 +339,10 @@ func (r *recording) launch(ctx context.Context, path string, args []string) int 
 		waitErr = cmd.Wait()
 		close(exited)
 	}()
-	why := r.wait(ctx, exited)
+	why := c.wait(ctx, exited)
 	if why != stopExited {
 		// Stop recording first so the profile is complete, then end the command.
-		code := r.stop(why)
+		code := c.stop()
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
@@ -411,9 +353,9 @@ func (r *recording) launch(ctx context.Context, path string, args []string) int 
 		return code
 	}
 	if waitErr != nil {
-		r.notes = append(r.notes, fmt.Sprintf("command %s: %v", filepath.Base(path), waitErr))
+		rec.Note("command %s: %v", filepath.Base(path), waitErr)
 	}
-	return r.stop(why)
+	return c.stop()
 }
 
 func statsMode(s string) collect.StatsMode {
@@ -421,21 +363,16 @@ func statsMode(s string) collect.StatsMode {
 	return m
 }
 
-// goTagReadInterval is how often the ring buffer is read while the goroutine
-// view runs (samples are tagged with the goroutine its latest snapshot saw on
-// the thread when they are read).
-const goTagReadInterval = 100 * time.Millisecond
-
 // started tells the user that recording has begun.
-func (r *recording) started(what string) {
-	if r.flags.quiet {
+func (c *recorder) started(what string) {
+	if c.flags.quiet {
 		return
 	}
 	until := "Ctrl-C to stop"
-	if r.flags.duration > 0 {
-		until = fmt.Sprintf("for %s or until Ctrl-C", r.flags.duration)
+	if c.flags.duration > 0 {
+		until = fmt.Sprintf("for %s or until Ctrl-C", c.flags.duration)
 	}
-	fmt.Fprintf(r.stderr, "wallprof: recording %s at %d Hz, %s\n", what, r.flags.freq, until)
+	fmt.Fprintf(c.stderr, "wallprof: recording %s at %d Hz, %s\n", what, c.flags.freq, until)
 }
 
 type stopReason int
@@ -448,25 +385,25 @@ const (
 
 // wait blocks until the recording should stop, showing a status line on a
 // terminal.
-func (r *recording) wait(ctx context.Context, exited <-chan struct{}) stopReason {
+func (c *recorder) wait(ctx context.Context, exited <-chan struct{}) stopReason {
 	var timeout <-chan time.Time
-	if r.flags.duration > 0 {
-		t := time.NewTimer(r.flags.duration)
+	if c.flags.duration > 0 {
+		t := time.NewTimer(c.flags.duration)
 		defer t.Stop()
 		timeout = t.C
 	}
 	// The status line's ticker runs only when there is a status line: every
 	// wake-up of this process costs a target that shares its CPU.
 	var ticks <-chan time.Time
-	if r.status {
+	if c.status {
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
 		ticks = tick.C
 	}
 	start := time.Now()
 	defer func() {
-		if r.status {
-			fmt.Fprint(r.stderr, "\r\033[K")
+		if c.status {
+			fmt.Fprint(c.stderr, "\r\033[K")
 		}
 	}()
 	for {
@@ -478,173 +415,41 @@ func (r *recording) wait(ctx context.Context, exited <-chan struct{}) stopReason
 		case <-exited:
 			return stopExited
 		case <-ticks:
-			n, lost := r.session.Counts()
-			fmt.Fprintf(r.stderr, "\r\033[Kwallprof: recording %s · %d samples · %d lost · Ctrl-C to stop",
+			n, lost := c.rec.Counts()
+			fmt.Fprintf(c.stderr, "\r\033[Kwallprof: recording %s · %d samples · %d lost · Ctrl-C to stop",
 				time.Since(start).Round(time.Second), n, lost)
 		}
 	}
 }
 
-func (r *recording) stop(why stopReason) int {
-	r.stopGoroutines()
-	res, err := r.session.Stop()
-	r.stopped = time.Now()
+// stop ends the recording.
+func (c *recorder) stop() int {
+	if err := c.rec.Stop(); err != nil {
+		fmt.Fprintf(c.stderr, "wallprof record: %v.\n", err)
+		return exitError
+	}
+	return exitOK
+}
+
+func (c *recorder) finish(out *output) int {
+	p, err := c.rec.Profile()
 	if err != nil {
-		fmt.Fprintf(r.stderr, "wallprof record: %v.\n", err)
+		fmt.Fprintf(c.stderr, "wallprof record: %v.\n", err)
 		return exitError
 	}
-	r.result = res
-	return exitOK
-}
-
-func (r *recording) finish(out *output) int {
-	p := r.build()
-	if err := r.write(out, p); err != nil {
-		fmt.Fprintf(r.stderr, "wallprof record: cannot write the profile to %s: %v.\n", r.flags.output, err)
+	if err := c.write(out, p); err != nil {
+		fmt.Fprintf(c.stderr, "wallprof record: cannot write the profile to %s: %v.\n", c.flags.output, err)
 		return exitError
 	}
-	if !r.flags.quiet {
-		r.summary(p)
+	if !c.flags.quiet {
+		c.summary(p)
 	}
 	return exitOK
 }
 
-// build symbolizes what was recorded and returns the profile.
-func (r *recording) build() *profile.Profile {
-	defer r.cache.Close()
-	kernel, err := symbolize.LoadKernel()
-	var kr collect.KernelResolver
-	if err == nil {
-		kr = kernel
-	} else {
-		r.notes = append(r.notes, fmt.Sprintf("kernel frames are not symbolized: %v", err))
-	}
-	if n := r.result.RecoveredSwitchIns; n > 0 && r.result.Resume {
-		times := fmt.Sprintf("%d times", n)
-		if n == 1 {
-			times = "once"
-		}
-		r.notes = append(r.notes, fmt.Sprintf("the kernel switched a recorded thread out and back in %s without counting it; each interval was closed when the thread resumed (sched_exit_tp), with its exact CPU time and its stack, its off-CPU time counted sleeping", times))
-	} else if n > 0 {
-		r.notes = append(r.notes, fmt.Sprintf("the kernel did not report %d switches to a recorded thread; each was taken when the thread ran (sched_exit_tp), with exact times and its stack, so nothing is lost", n))
-	}
-	// Each thread's on-CPU samples weigh its exact CPU time over its
-	// sample count, in the whole recording and in the goroutine view's
-	// window alike.
-	scale := r.agg.CPUScale(r.result)
-	p := collect.Build(r.result, r.agg, kr, r.command)
-	if r.gview != nil && r.goaggDone != nil {
-		// The thread samples of the snapshots' window, without the end's
-		// remainders (time of the whole recording).
-		inWindow := *r.result
-		inWindow.Remainders = nil
-		threads := collect.BuildWindow(&inWindow, r.goaggDone, scale, kr, r.command)
-		var res goview.Resolver
-		if pr := r.agg.Resolver(uint32(r.gopid)); pr != nil {
-			res = pr
-		}
-		r.gview.Attach(p, threads, res)
-	}
-	p.Notes = append(p.Notes, r.notes...)
-	if r.gonote != "" {
-		p.Notes = append(p.Notes, r.gonote)
-	}
-	// Last: the goroutine view matches mappings by their file name.
-	p.NameProgram(r.program.Path, r.program.Exe)
-	return p
-}
-
-// gateExe is the executable of the launch gate (the shell that waits to
-// exec the command), read before it execs.
-func gateExe(pid int) string {
-	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-	return exe
-}
-
-// startGoroutines starts the goroutine view when pid is a Go program. For a
-// launched command, gate is the shell's executable: wait until the process
-// has exec'ed the command and its runtime has started.
-func (r *recording) startGoroutines(pid int, gate string) {
-	if r.flags.gview == "off" {
-		return
-	}
-	r.gomu.Lock()
-	if r.gostop == nil {
-		r.gostop = make(chan struct{})
-	}
-	stop := r.gostop
-	r.gomu.Unlock()
-	interval := max(time.Second/time.Duration(r.flags.freq), goroutineMinInterval)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if gate != "" {
-			if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && exe == gate {
-				goto wait // not exec'ed yet
-			}
-		}
-		if s, err := goview.Start(pid, interval); err == nil {
-			r.gomu.Lock()
-			defer r.gomu.Unlock()
-			select {
-			case <-stop:
-				s.Stop()
-				return
-			default:
-			}
-			r.gview, r.gopid = s, pid
-			r.goagg.Store(&goTap{s: s, agg: collect.NewAggregator(func(pid int) (collect.ProcessResolver, error) {
-				return r.cache.NewProcess(pid)
-			})})
-			// Samples are tagged with the goroutine of the latest
-			// snapshot when they are read: read them soon after.
-			r.session.SetReadInterval(goTagReadInterval)
-			return
-		} else if errors.Is(err, goview.ErrNotGo) || gate == "" || time.Now().After(deadline) {
-			if !errors.Is(err, goview.ErrNotGo) {
-				r.gomu.Lock()
-				r.gonote = fmt.Sprintf("no goroutine view: %v", err)
-				r.gomu.Unlock()
-			}
-			return
-		}
-		// Launched: the runtime may not have set up its goroutine table yet.
-	wait:
-		select {
-		case <-stop:
-			return
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-// goroutineMinInterval bounds how often the goroutine table is read.
-const goroutineMinInterval = 10 * time.Millisecond
-
-// stopGoroutines ends the goroutine snapshots.
-func (r *recording) stopGoroutines() {
-	r.gomu.Lock()
-	defer r.gomu.Unlock()
-	if r.gostop == nil {
-		r.gostop = make(chan struct{})
-	}
-	select {
-	case <-r.gostop:
-	default:
-		close(r.gostop)
-	}
-	if tap := r.goagg.Swap(nil); tap != nil {
-		r.goaggDone = tap.agg
-	}
-	if r.gview != nil {
-		if err := r.gview.Stop(); err != nil && linux.ProcessExists(r.gopid) {
-			r.gonote = fmt.Sprintf("the goroutine view stopped early: %v", err)
-		}
-	}
-}
-
-func (r *recording) write(out *output, p *profile.Profile) error {
+func (c *recorder) write(out *output, p *profile.Profile) error {
 	var err error
-	if r.flags.format == "collapsed" {
+	if c.flags.format == "collapsed" {
 		err = present.WriteCollapsed(out.tmp, p, present.CollapsedOptions{})
 	} else {
 		err = present.WritePprof(out.tmp, p)
@@ -655,9 +460,9 @@ func (r *recording) write(out *output, p *profile.Profile) error {
 	return out.commit()
 }
 
-func (r *recording) summary(p *profile.Profile) {
-	w := r.stderr
-	for _, n := range r.notes {
+func (c *recorder) summary(p *profile.Profile) {
+	w := c.stderr
+	for _, n := range c.rec.Notes() {
 		fmt.Fprintf(w, "wallprof: %s\n", n)
 	}
 	nsamples := 0
@@ -666,8 +471,8 @@ func (r *recording) summary(p *profile.Profile) {
 	}
 	fmt.Fprintf(w, "wallprof: recorded %s of %q: %d threads, %d stack samples, lost events: %s\n",
 		p.Duration.Round(time.Millisecond), p.Command, len(p.Threads), nsamples, lostSummary(p.Lost))
-	if r.gonote != "" {
-		fmt.Fprintf(w, "wallprof: %s\n", r.gonote)
+	if n := c.rec.GoroutineNote(); n != "" {
+		fmt.Fprintf(w, "wallprof: %s\n", n)
 	}
 	if g := p.GoInfo; g != nil {
 		failed := ""
@@ -698,11 +503,11 @@ func (r *recording) summary(p *profile.Profile) {
 			c.ProfilerCPU.Round(time.Microsecond), pct(c.ProfilerCPU, c.TargetCPU), c.StartupCPU.Round(time.Millisecond))
 	}
 	size := int64(0)
-	if fi, err := os.Stat(r.flags.output); err == nil {
+	if fi, err := os.Stat(c.flags.output); err == nil {
 		size = fi.Size()
 	}
 	fmt.Fprintf(w, "wallprof: wrote %s (%s, %d bytes) %s after the recording ended; peak memory %d MiB\n",
-		r.flags.output, r.flags.format, size, time.Since(r.stopped).Round(time.Millisecond), linux.MaxRSS()>>20)
+		c.flags.output, c.flags.format, size, time.Since(c.rec.Stopped()).Round(time.Millisecond), linux.MaxRSS()>>20)
 }
 
 func pct(a, b time.Duration) string {
@@ -734,14 +539,4 @@ func sortedKeys(m map[string]uint64) []string {
 		}
 	}
 	return keys
-}
-
-// cmdline reads a process's command line for the profile's header: what
-// was run, as ps shows it.
-func cmdline(pid int) string {
-	s, err := linux.CommandLine(pid)
-	if err != nil {
-		return fmt.Sprintf("pid %d", pid)
-	}
-	return s
 }

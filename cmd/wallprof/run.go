@@ -27,6 +27,7 @@ import (
 	"github.com/wallprof/wallprof/internal/load"
 	"github.com/wallprof/wallprof/internal/present"
 	"github.com/wallprof/wallprof/internal/present/flame"
+	"github.com/wallprof/wallprof/internal/record"
 	"github.com/wallprof/wallprof/internal/runreport"
 )
 
@@ -162,12 +163,13 @@ type investigation struct {
 	prefix string // the report's name without .html, in dir
 	rep    *runreport.Report
 
-	cmd    *exec.Cmd
-	exited chan struct{}
-	waited error
-	t0     time.Time
-	rec    *recording
-	died   bool // the server exited during the load
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	waited   error
+	t0       time.Time
+	rec      *record.Recording
+	wallPath string // where the wall-clock profile goes
+	died     bool   // the server exited during the load
 }
 
 func newInvestigation(f *runFlags, argv []string, path string, opts load.Options, stderr io.Writer) (*investigation, error) {
@@ -401,32 +403,22 @@ func (inv *investigation) startRecording() {
 		return
 	}
 	name, path := inv.file("wall-clock profile (pprof)", ".wall.pb.gz")
-	r := &recording{flags: &recordFlags{freq: inv.f.freq, stats: "sampled", quiet: true, output: path, gview: "auto"}, stderr: io.Discard}
-	pid := inv.cmd.Process.Pid
-	if err := r.newSession(pid, true); err != nil {
-		inv.note("no wall-clock profile: cannot start recording: %v", err)
+	program, _ := linux.ProgramAt(inv.path)
+	rec, err := record.Start(inv.cmd.Process.Pid, record.Options{Freq: inv.f.freq, FollowForks: true, Goroutines: true,
+		Command: strings.Join(inv.argv, " "), Program: program, Plan: setPlanFromEnv})
+	if err != nil {
+		inv.note("no wall-clock profile: %s", strings.TrimSuffix(startError(err), "."))
 		delete(inv.rep.Artefacts, "wall-clock profile (pprof)")
 		return
 	}
-	r.command = strings.Join(inv.argv, " ")
-	r.program, _ = linux.ProgramAt(inv.path)
-	r.agg.Resolver(uint32(pid))
-	if err := r.session.SeedThreads(pid); err != nil {
-		r.session.Close()
-		inv.note("no wall-clock profile: cannot start recording: %v", err)
-		delete(inv.rep.Artefacts, "wall-clock profile (pprof)")
-		return
-	}
-	go r.session.Run(r.add)
-	r.startGoroutines(pid, "")
-	inv.rec = r
+	inv.rec, inv.wallPath = rec, path
 	inv.rep.Profile = name
 }
 
 // stopRecording ends the recording; the profile is built later, by
 // wallSection, once the server has stopped.
 func (inv *investigation) stopRecording() {
-	if inv.rec != nil && inv.rec.stop(stopDuration) != exitOK {
+	if inv.rec != nil && inv.rec.Stop() != nil {
 		inv.note("the wall-clock recording failed")
 		inv.rep.Profile = ""
 	}
@@ -435,12 +427,14 @@ func (inv *investigation) stopRecording() {
 // wallSection builds and writes the recorded profile and returns the flame
 // graph page.
 func (inv *investigation) wallSection() []byte {
-	r := inv.rec
-	if r == nil || r.result == nil {
+	if inv.rec == nil {
 		return nil
 	}
-	p := r.build()
-	out, err := newOutput(r.flags.output)
+	p, err := inv.rec.Profile()
+	if err != nil {
+		return nil // stopRecording said why
+	}
+	out, err := newOutput(inv.wallPath)
 	if err == nil {
 		err = present.WritePprof(out.tmp, p)
 		if err == nil {

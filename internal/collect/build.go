@@ -46,6 +46,7 @@ type Aggregator struct {
 type aggEntry struct {
 	pid, tid     uint32
 	comm         string
+	goid         uint64 // RawSample.GoID
 	state        profile.State
 	kernel, user []uint64
 	value        int64
@@ -132,6 +133,7 @@ func (a *Aggregator) add(s *RawSample, st profile.State, kernel, user []uint64, 
 	k = append(k, byte(st), byte(len(kernel)))
 	k = append(k, s.Comm...)
 	k = append(k, 0)
+	k = binary.LittleEndian.AppendUint64(k, s.GoID)
 	for _, addr := range kernel {
 		k = binary.LittleEndian.AppendUint64(k, addr)
 	}
@@ -143,7 +145,7 @@ func (a *Aggregator) add(s *RawSample, st profile.State, kernel, user []uint64, 
 	if ok {
 		e.value += w
 	} else {
-		e = &aggEntry{pid: s.PID, tid: s.TID, comm: s.Comm, state: st,
+		e = &aggEntry{pid: s.PID, tid: s.TID, comm: s.Comm, goid: s.GoID, state: st,
 			kernel: append([]uint64(nil), kernel...), user: append([]uint64(nil), user...), value: w}
 		a.entries[string(k)] = e
 		a.order = append(a.order, e)
@@ -241,7 +243,7 @@ func (a *Aggregator) AddRemainder(r Remainder) bool {
 	if !ok {
 		return false
 	}
-	a.add(&RawSample{PID: e.pid, TID: e.tid, Comm: e.comm}, r.State, e.kernel, e.user, int64(r.Nanos))
+	a.add(&RawSample{PID: e.pid, TID: e.tid, Comm: e.comm, GoID: e.goid}, r.State, e.kernel, e.user, int64(r.Nanos))
 	return true
 }
 
@@ -312,7 +314,7 @@ type builder struct {
 }
 
 func (b *builder) sample(e *aggEntry) *profile.Sample {
-	s := &profile.Sample{PID: int(e.pid), TID: int(e.tid), Thread: e.comm, State: e.state, Value: e.value}
+	s := &profile.Sample{PID: int(e.pid), TID: int(e.tid), Thread: e.comm, GoID: e.goid, State: e.state, Value: e.value}
 	if e.unsampled {
 		s.Stack = []*profile.Location{b.unsampledLoc()}
 		return s

@@ -37,7 +37,10 @@ var ErrTruncated = errors.New("truncated record")
 type RawSample struct {
 	PID, TID uint32
 	Comm     string
-	Final    bool // taken at the end of the recording; weights come from the thread table
+	// GoID is the goroutine the goroutine view's latest snapshot had on
+	// the thread when the sample was read (0: unknown, or not marked).
+	GoID  uint64
+	Final bool // taken at the end of the recording; weights come from the thread table
 	// Carry: weights without a stack (time whose stack is unknown), for the
 	// thread's latest sample in the same state.
 	Carry   bool

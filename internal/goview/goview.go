@@ -25,7 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -439,28 +438,6 @@ func (s *Sampler) Running(tid int) uint64 {
 	return 0
 }
 
-// tagSep separates a thread name from the goroutine id TagThread adds.
-const tagSep = "\x00goid="
-
-// TagThread returns a thread name carrying a goroutine id, for the
-// aggregation of the thread samples Attach reads (goid 0: the name alone).
-func TagThread(comm string, goid uint64) string {
-	if goid == 0 {
-		return comm
-	}
-	return comm + tagSep + strconv.FormatUint(goid, 10)
-}
-
-// untag splits a name made by TagThread.
-func untag(name string) (string, uint64) {
-	comm, id, ok := strings.Cut(name, tagSep)
-	if !ok {
-		return name, 0
-	}
-	goid, _ := strconv.ParseUint(id, 10, 64)
-	return comm, goid
-}
-
 // nameCall names the function containing a return address.
 func nameCall(name func(uint64) string, ret uint64) string {
 	if ret == 0 {
@@ -582,7 +559,7 @@ func (s *Sampler) Attach(p, threads *profile.Profile, r Resolver) {
 			CreatedBy: s.likelyCreator(start), Value: ts.Value}
 		// The goroutine the latest snapshot had on the thread, if the
 		// stack is one of its function's: it may have changed since.
-		if _, goid := untag(ts.Thread); goid != 0 {
+		if goid := ts.GoID; goid != 0 {
 			if k := s.byID[goid]; k != nil && k.start == start {
 				g.GoID, g.CreatedBy, g.Labels = goid, k.createdBy, k.labels
 			}

@@ -64,18 +64,6 @@ func TestResolveWrappers(t *testing.T) {
 	}
 }
 
-func TestTagThread(t *testing.T) {
-	if c, id := untag(TagThread("server", 42)); c != "server" || id != 42 {
-		t.Errorf("untag(TagThread) = %q %d", c, id)
-	}
-	if TagThread("server", 0) != "server" {
-		t.Error("goid 0 must leave the name alone")
-	}
-	if c, id := untag("server"); c != "server" || id != 0 {
-		t.Errorf("untag(plain) = %q %d", c, id)
-	}
-}
-
 func TestInSyscall(t *testing.T) {
 	if !inSyscall([]*profile.Location{kloc("ksys_read"), kloc("do_syscall_64"), loc("syscall.Syscall")}) {
 		t.Error("a read in the kernel is a system call")
@@ -144,7 +132,7 @@ func TestAttach(t *testing.T) {
 	}
 	threads := &profile.Profile{Samples: []*profile.Sample{
 		// Running goroutine 5 (the snapshot had it on thread 10).
-		{PID: 9, TID: 10, Thread: TagThread("app", 5), State: profile.OnCPU, Stack: []*profile.Location{l(0x3fff, "main.compute"), l(0x2fff, "runtime.goexit")}, Value: 60},
+		{PID: 9, TID: 10, Thread: "app", GoID: 5, State: profile.OnCPU, Stack: []*profile.Location{l(0x3fff, "main.compute"), l(0x2fff, "runtime.goexit")}, Value: 60},
 		// Its thread waiting for a CPU: the goroutine is runnable.
 		{PID: 9, TID: 10, Thread: "app", State: profile.Runnable, Stack: []*profile.Location{l(0x3fff, "main.compute"), l(0x2fff, "runtime.goexit")}, Value: 20},
 		// In a system call the runtime marks (_Gsyscall): left to the snapshots.

@@ -93,6 +93,9 @@ type Sample struct {
 	PID    int
 	TID    int
 	Thread string // thread name (comm)
+	// GoID is the goroutine the goroutine view saw on the thread when the
+	// sample was taken (0: unknown); set only in the view's window profile.
+	GoID   uint64
 	State  State
 	Value  int64             // nanoseconds
 	Labels map[string]string // extra string labels (goroutine information in later stages)

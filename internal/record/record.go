@@ -1,0 +1,443 @@
+// Package record is the recording sequence that every command that records
+// calls: open a BPF session for a process, seed its threads, read the ring
+// buffer, start the goroutine view of a Go target, stop in the right order,
+// and build the symbolized profile with its notes.
+//
+// The sequence, from a PID to the BPF maps:
+//
+//	Start(pid, Options)
+//	  collect.Open(plan)         load the BPF object, set the target, attach (collect.Plan.Attachment)
+//	  read the command line and the program, open the process's resolver
+//	  session.SeedThreads(pid)   the threads that exist now, in the thread table
+//	  go session.Run(add)        the ring buffer, into the aggregator (and the goroutine tap)
+//	  startGoroutines            the goroutine view, when the target is a Go program
+//	Stop()                       goroutine view first, then session.Stop (final stacks, detach, drain)
+//	Profile()                    kernel symbols, notes, CPUScale before collect.Build, the goroutine window
+//
+// The commands keep their flags, the launch of a command, the wait for a
+// signal or a duration, the output files and the summary.
+package record
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/wallprof/wallprof/internal/collect"
+	"github.com/wallprof/wallprof/internal/goview"
+	"github.com/wallprof/wallprof/internal/linux"
+	"github.com/wallprof/wallprof/internal/profile"
+	"github.com/wallprof/wallprof/internal/symbolize"
+)
+
+// Options says what to record and how.
+type Options struct {
+	// Freq is the on-CPU sampling frequency in Hz (collect.DefaultFreq if 0).
+	Freq int
+	// Duration is how long the command means to record (0: until Stop); the
+	// session sizes its buffers with it. Start does not stop by itself.
+	Duration time.Duration
+	// Stats says how wallprof's own BPF run time is measured.
+	Stats collect.StatsMode
+	// FollowForks records the processes the target forks, too.
+	FollowForks bool
+	// Goroutines asks for the goroutine view when the target is Go.
+	Goroutines bool
+	// Gated says the target is held at a gate, a shell that will exec the
+	// real command once Start returns: the goroutine view waits for the
+	// exec (up to 5 s) instead of looking at the shell, and the process's
+	// mappings are read when its samples arrive.
+	Gated bool
+	// Command names the target in the profile (default: its command line).
+	Command string
+	// Program is the program the target runs (default: linux.ReadProgram).
+	Program linux.Program
+	// Plan, if set, adjusts the plan before the session opens: the
+	// command's knobs for comparing ways of recording.
+	Plan func(*collect.Plan)
+}
+
+// ErrExited says the target exited before recording started.
+var ErrExited = errors.New("the process exited before recording started")
+
+// session is what a Recording needs of a collect.Session: the order tests
+// replay samples through a fake.
+type session interface {
+	SeedThreads(pid int) error
+	Run(sink func(*collect.RawSample))
+	SetReadInterval(d time.Duration)
+	Counts() (samples, lost uint64)
+	Stop() (*collect.Result, error)
+	Close()
+}
+
+// goSampler is what a Recording needs of the goroutine view.
+type goSampler interface {
+	Active() bool
+	Running(tid int) uint64
+	Stop() error
+	Attach(p, threads *profile.Profile, r goview.Resolver)
+}
+
+// deps are the outside world: the kernel, the target's memory, the kernel's
+// symbols. Tests replace them.
+type deps struct {
+	open       func(collect.Plan) (session, error)
+	goroutines func(pid int, interval time.Duration) (goSampler, error)
+	kernel     func() (collect.KernelResolver, error)
+	exists     func(pid int) bool
+	exe        func(pid int) string
+}
+
+var system = deps{
+	open: func(p collect.Plan) (session, error) { return collect.Open(p) },
+	goroutines: func(pid int, interval time.Duration) (goSampler, error) {
+		return goview.Start(pid, interval)
+	},
+	kernel: func() (collect.KernelResolver, error) {
+		k, err := symbolize.LoadKernel()
+		if err != nil {
+			return nil, err
+		}
+		return k, nil
+	},
+	exists: linux.ProcessExists,
+	exe: func(pid int) string {
+		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		return exe
+	},
+}
+
+// A Recording is one recording of a process, from Start to Profile.
+type Recording struct {
+	opts    Options
+	deps    deps
+	pid     int
+	session session
+	agg     *collect.Aggregator
+	cache   *symbolize.Cache
+	result  *collect.Result
+	command string
+	// program is the program the target was run as and the file it runs
+	// (they differ for a program run through a symlink); zero if unknown.
+	program linux.Program
+
+	mu      sync.Mutex
+	notes   []string
+	stopped time.Time
+	stopErr error
+	built   bool
+
+	gomu   sync.Mutex
+	gview  goSampler // the goroutine view of a Go target, or nil
+	gostop chan struct{}
+	gonote string // why there is no goroutine view, or why it is partial
+	// gotap also aggregates the samples that arrive while the goroutine
+	// table is read, so that running time covers the same window as the
+	// snapshots.
+	gotap     atomic.Pointer[goTap]
+	gotapDone *collect.Aggregator
+}
+
+// goTap is where samples go while the goroutine table is read.
+type goTap struct {
+	agg *collect.Aggregator
+	s   goSampler
+}
+
+// Start opens a session for pid and starts recording. When the process
+// exits before its threads are read, the error wraps ErrExited; when the
+// kernel refuses the BPF program, collect.IsPermission(err) is true.
+func Start(pid int, o Options) (*Recording, error) {
+	return start(pid, o, system)
+}
+
+func start(pid int, o Options, d deps) (*Recording, error) {
+	if o.Freq == 0 {
+		o.Freq = collect.DefaultFreq
+	}
+	r := &Recording{opts: o, deps: d, pid: pid, command: o.Command, program: o.Program,
+		gostop: make(chan struct{})}
+	r.cache = symbolize.NewCache()
+	r.agg = r.newAggregator()
+	plan := collect.Plan{PIDs: []int{pid}, FollowForks: o.FollowForks, Freq: o.Freq,
+		Duration: o.Duration, Stats: o.Stats}
+	if o.Plan != nil {
+		o.Plan(&plan)
+	}
+	var gate string
+	if o.Gated {
+		gate = d.exe(pid) // the shell, before it execs the command
+	}
+	s, err := d.open(plan)
+	if err != nil {
+		r.cache.Close()
+		return nil, err
+	}
+	r.session = s
+	if r.command == "" {
+		r.command = cmdline(pid)
+	}
+	if r.program == (linux.Program{}) && !o.Gated {
+		r.program, _ = linux.ReadProgram(pid) // unknown for a kernel thread
+	}
+	if !o.Gated {
+		// Read the process's mappings now, while it certainly exists.
+		r.agg.Resolver(uint32(pid))
+	}
+	if err := s.SeedThreads(pid); err != nil {
+		s.Close()
+		r.cache.Close()
+		if !d.exists(pid) {
+			return nil, fmt.Errorf("process %d: %w", pid, ErrExited)
+		}
+		return nil, err
+	}
+	go s.Run(r.add)
+	if o.Goroutines {
+		if o.Gated {
+			go r.startGoroutines(gate)
+		} else {
+			r.startGoroutines("")
+		}
+	}
+	return r, nil
+}
+
+func (r *Recording) newAggregator() *collect.Aggregator {
+	return collect.NewAggregator(func(pid int) (collect.ProcessResolver, error) {
+		return r.cache.NewProcess(pid)
+	})
+}
+
+// add takes one sample from the session.
+func (r *Recording) add(s *collect.RawSample) {
+	r.agg.Add(s)
+	if tap := r.gotap.Load(); tap != nil && tap.s.Active() {
+		// Mark the sample with the goroutine the latest snapshot had on
+		// its thread; Attach checks that the stack is that goroutine's.
+		t := *s
+		t.GoID = tap.s.Running(int(s.TID))
+		tap.agg.Add(&t)
+	}
+}
+
+// Command is how the profile names the target.
+func (r *Recording) Command() string { return r.command }
+
+// Counts returns the samples read and the events lost so far.
+func (r *Recording) Counts() (samples, lost uint64) { return r.session.Counts() }
+
+// Note adds a sentence to the profile's notes.
+func (r *Recording) Note(format string, a ...any) {
+	r.mu.Lock()
+	r.notes = append(r.notes, fmt.Sprintf(format, a...))
+	r.mu.Unlock()
+}
+
+// Notes returns the notes about how the recording went (not the goroutine
+// view's; see GoroutineNote), complete once Profile has returned.
+func (r *Recording) Notes() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.notes...)
+}
+
+// GoroutineNote says why there is no goroutine view, or why it is partial
+// ("" when there is nothing to say).
+func (r *Recording) GoroutineNote() string {
+	r.gomu.Lock()
+	defer r.gomu.Unlock()
+	return r.gonote
+}
+
+// Stopped is when Stop ended the recording (zero before).
+func (r *Recording) Stopped() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stopped
+}
+
+// Stop ends the recording: the goroutine snapshots first, so that no
+// snapshot outlives the samples it is matched with, then the session (the
+// final stacks of every thread, detach, drain). It may be called more than
+// once; later calls return the first one's error.
+func (r *Recording) Stop() error {
+	r.mu.Lock()
+	if !r.stopped.IsZero() {
+		defer r.mu.Unlock()
+		return r.stopErr
+	}
+	r.mu.Unlock()
+	r.stopGoroutines()
+	res, err := r.session.Stop()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopped = time.Now()
+	r.result, r.stopErr = res, err
+	return err
+}
+
+// Close releases what a recording holds when its profile will not be
+// built (Profile releases it otherwise).
+func (r *Recording) Close() {
+	_ = r.Stop()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.built {
+		r.built = true
+		r.cache.Close()
+	}
+}
+
+// Profile symbolizes what was recorded and returns the profile, with the
+// goroutine view and the notes. Call it once, after Stop succeeded.
+func (r *Recording) Profile() (*profile.Profile, error) {
+	r.mu.Lock()
+	switch {
+	case r.stopped.IsZero():
+		r.mu.Unlock()
+		return nil, errors.New("the recording has not stopped")
+	case r.result == nil:
+		r.mu.Unlock()
+		return nil, fmt.Errorf("the recording failed: %v", r.stopErr)
+	case r.built:
+		r.mu.Unlock()
+		return nil, errors.New("the profile was already built")
+	}
+	r.built = true
+	r.mu.Unlock()
+	defer r.cache.Close()
+
+	kr, err := r.deps.kernel()
+	if err != nil {
+		kr = nil
+		r.Note("kernel frames are not symbolized: %v", err)
+	}
+	res := r.result
+	if n := res.RecoveredSwitchIns; n > 0 && res.Resume {
+		times := fmt.Sprintf("%d times", n)
+		if n == 1 {
+			times = "once"
+		}
+		r.Note("the kernel switched a recorded thread out and back in %s without counting it; each interval was closed when the thread resumed (sched_exit_tp), with its exact CPU time and its stack, its off-CPU time counted sleeping", times)
+	} else if n > 0 {
+		r.Note("the kernel did not report %d switches to a recorded thread; each was taken when the thread ran (sched_exit_tp), with exact times and its stack, so nothing is lost", n)
+	}
+	// Each thread's on-CPU samples weigh its exact CPU time over its
+	// sample count, in the whole recording and in the goroutine view's
+	// window alike. The factors are taken before Build, which scales the
+	// aggregator's samples in place.
+	scale := r.agg.CPUScale(res)
+	p := collect.Build(res, r.agg, kr, r.command)
+	r.gomu.Lock()
+	gview, window, gonote := r.gview, r.gotapDone, r.gonote
+	r.gomu.Unlock()
+	if gview != nil && window != nil {
+		// The thread samples of the snapshots' window, without the end's
+		// remainders (time of the whole recording).
+		inWindow := *res
+		inWindow.Remainders = nil
+		threads := collect.BuildWindow(&inWindow, window, scale, kr, r.command)
+		var gr goview.Resolver
+		if pr := r.agg.Resolver(uint32(r.pid)); pr != nil {
+			gr = pr
+		}
+		gview.Attach(p, threads, gr)
+	}
+	p.Notes = append(p.Notes, r.Notes()...)
+	if gonote != "" {
+		p.Notes = append(p.Notes, gonote)
+	}
+	// Last: the goroutine view matches mappings by their file name.
+	p.NameProgram(r.program.Path, r.program.Exe)
+	return p, nil
+}
+
+// goTagReadInterval is how often the ring buffer is read while the goroutine
+// view runs (samples are marked with the goroutine its latest snapshot saw
+// on the thread when they are read).
+const goTagReadInterval = 100 * time.Millisecond
+
+// goroutineMinInterval bounds how often the goroutine table is read.
+const goroutineMinInterval = 10 * time.Millisecond
+
+// goroutineWait is how long a launched command's runtime is waited for.
+const goroutineWait = 5 * time.Second
+
+// startGoroutines starts the goroutine view when the target is a Go
+// program. For a gated target, gate is the shell's executable: wait until
+// the process has exec'ed the command and its runtime has started.
+func (r *Recording) startGoroutines(gate string) {
+	interval := max(time.Second/time.Duration(r.opts.Freq), goroutineMinInterval)
+	deadline := time.Now().Add(goroutineWait)
+	for {
+		execed := gate == "" || r.deps.exe(r.pid) != gate
+		if execed {
+			s, err := r.deps.goroutines(r.pid, interval)
+			if err == nil {
+				r.gomu.Lock()
+				defer r.gomu.Unlock()
+				select {
+				case <-r.gostop:
+					s.Stop()
+					return
+				default:
+				}
+				r.gview = s
+				r.gotap.Store(&goTap{s: s, agg: r.newAggregator()})
+				// Samples are marked with the goroutine of the latest
+				// snapshot when they are read: read them soon after.
+				r.session.SetReadInterval(goTagReadInterval)
+				return
+			}
+			if errors.Is(err, goview.ErrNotGo) || gate == "" || time.Now().After(deadline) {
+				if !errors.Is(err, goview.ErrNotGo) {
+					r.gomu.Lock()
+					r.gonote = fmt.Sprintf("no goroutine view: %v", err)
+					r.gomu.Unlock()
+				}
+				return
+			}
+			// Launched: the runtime may not have set up its goroutine
+			// table yet.
+		}
+		select {
+		case <-r.gostop:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// stopGoroutines ends the goroutine snapshots.
+func (r *Recording) stopGoroutines() {
+	r.gomu.Lock()
+	defer r.gomu.Unlock()
+	select {
+	case <-r.gostop:
+	default:
+		close(r.gostop)
+	}
+	if tap := r.gotap.Swap(nil); tap != nil {
+		r.gotapDone = tap.agg
+	}
+	if r.gview != nil {
+		if err := r.gview.Stop(); err != nil && r.deps.exists(r.pid) {
+			r.gonote = fmt.Sprintf("the goroutine view stopped early: %v", err)
+		}
+	}
+}
+
+// cmdline reads a process's command line for the profile's header: what
+// was run, as ps shows it.
+func cmdline(pid int) string {
+	s, err := linux.CommandLine(pid)
+	if err != nil {
+		return fmt.Sprintf("pid %d", pid)
+	}
+	return s
+}

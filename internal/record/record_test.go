@@ -1,0 +1,332 @@
+package record
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wallprof/wallprof/internal/collect"
+	"github.com/wallprof/wallprof/internal/goview"
+	"github.com/wallprof/wallprof/internal/linux"
+	"github.com/wallprof/wallprof/internal/profile"
+)
+
+// These tests run the recording sequence against a fake session, goroutine
+// view and kernel, without root: they check what must happen in order.
+
+// world is the fake outside world of one test, with a log of the calls
+// that matter for order.
+type world struct {
+	mu  sync.Mutex
+	log []string
+
+	seedErr error
+	exists  bool
+	// exes are what /proc/PID/exe says, call after call (the last one
+	// stays).
+	exes []string
+	// goroutinesErr, when set, is what starting the goroutine view returns.
+	goroutinesErr error
+
+	s *fakeSession
+	g *fakeSampler
+}
+
+func (w *world) record(what string) {
+	w.mu.Lock()
+	w.log = append(w.log, what)
+	w.mu.Unlock()
+}
+
+func (w *world) index(what string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Index(w.log, what)
+}
+
+func (w *world) deps() deps {
+	return deps{
+		open: func(p collect.Plan) (session, error) {
+			w.record("open")
+			w.s = &fakeSession{w: w, samples: make(chan *collect.RawSample), acks: make(chan struct{}), done: make(chan struct{}), running: make(chan struct{})}
+			return w.s, nil
+		},
+		goroutines: func(pid int, interval time.Duration) (goSampler, error) {
+			w.record("goroutines.start")
+			if w.goroutinesErr != nil {
+				return nil, w.goroutinesErr
+			}
+			w.g = &fakeSampler{w: w, goid: map[int]uint64{11: 7}}
+			return w.g, nil
+		},
+		kernel: func() (collect.KernelResolver, error) { return fakeKernel{}, nil },
+		exists: func(int) bool { return w.exists },
+		exe: func(int) string {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if len(w.exes) == 0 {
+				return ""
+			}
+			e := w.exes[0]
+			if len(w.exes) > 1 {
+				w.exes = w.exes[1:]
+			}
+			return e
+		},
+	}
+}
+
+type fakeSession struct {
+	w       *world
+	samples chan *collect.RawSample
+	acks    chan struct{}
+	running chan struct{}
+	done    chan struct{}
+	result  *collect.Result
+	// final is sent to the sink while Stop drains, like the stacks of the
+	// threads still off CPU at the end.
+	final *collect.RawSample
+}
+
+func (s *fakeSession) SeedThreads(pid int) error {
+	s.w.record("seed")
+	return s.w.seedErr
+}
+
+func (s *fakeSession) Run(sink func(*collect.RawSample)) {
+	s.w.record("run")
+	close(s.running)
+	for x := range s.samples {
+		sink(x)
+		s.acks <- struct{}{}
+	}
+	close(s.done)
+}
+
+func (s *fakeSession) SetReadInterval(time.Duration) { s.w.record("read-interval") }
+func (s *fakeSession) Counts() (uint64, uint64)      { return 0, 0 }
+func (s *fakeSession) Close()                        { s.w.record("close") }
+
+func (s *fakeSession) Stop() (*collect.Result, error) {
+	s.w.record("session.stop")
+	if s.final != nil {
+		s.samples <- s.final
+		<-s.acks
+	}
+	close(s.samples)
+	<-s.done
+	return s.result, nil
+}
+
+// send passes a sample to the recording as the ring buffer would.
+func (s *fakeSession) send(x *collect.RawSample) {
+	<-s.running
+	s.samples <- x
+	<-s.acks // added
+}
+
+type fakeSampler struct {
+	w       *world
+	goid    map[int]uint64
+	stopped bool
+	threads *profile.Profile // what Attach was given
+}
+
+func (g *fakeSampler) Active() bool { return !g.stopped }
+func (g *fakeSampler) Running(tid int) uint64 {
+	return g.goid[tid]
+}
+func (g *fakeSampler) Stop() error {
+	g.w.record("goroutines.stop")
+	g.stopped = true
+	return nil
+}
+func (g *fakeSampler) Attach(p, threads *profile.Profile, r goview.Resolver) {
+	g.threads = threads
+}
+
+type fakeKernel struct{}
+
+func (fakeKernel) Resolve(addr uint64) profile.Frame {
+	return profile.Frame{Function: map[uint64]string{0xa: "compute", 0xb: "parse", 0xc: "do_nanosleep"}[addr]}
+}
+func (fakeKernel) KernelMapping() *profile.Mapping {
+	return &profile.Mapping{File: "[kernel.kallsyms]"}
+}
+
+const (
+	pid    = 10
+	tid    = 11
+	period = uint64(10 * time.Millisecond)
+)
+
+func onCPU(leaf uint64) *collect.RawSample {
+	s := &collect.RawSample{PID: pid, TID: tid, Comm: "app", Kernel: []uint64{leaf}}
+	s.Weight[profile.OnCPU] = period
+	return s
+}
+
+func result(cpu time.Duration) *collect.Result {
+	t := &collect.ThreadRecord{PID: pid, TID: tid, Name: "app", EndNs: uint64(time.Second)}
+	t.Time[profile.OnCPU] = uint64(cpu)
+	t.Time[profile.Sleeping] = uint64(time.Second - cpu)
+	return &collect.Result{EndNs: uint64(time.Second), PeriodNs: period, Threads: []*collect.ThreadRecord{t}}
+}
+
+var opts = Options{Freq: 100, Goroutines: true, Command: "app", Program: linux.Program{Path: "/app", Exe: "/app"}}
+
+func TestStartSeedsBeforeReading(t *testing.T) {
+	w := &world{exists: true}
+	r, err := start(pid, opts, w.deps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-w.s.running
+	open, seed, run := w.index("open"), w.index("seed"), w.index("run")
+	if open < 0 || !(open < seed && seed < run) {
+		t.Errorf("calls %v: want open, then seed, then run", w.log)
+	}
+	// The goroutine view of a target that is not gated starts before
+	// Start returns, and the ring is then read often, for the marks.
+	if g, ri := w.index("goroutines.start"), w.index("read-interval"); g < 0 || ri < g {
+		t.Errorf("calls %v: want the goroutine view started, then the read interval shortened", w.log)
+	}
+	r.Close()
+}
+
+func TestStartExitedTarget(t *testing.T) {
+	w := &world{seedErr: errors.New("seed: no such process"), exists: false}
+	_, err := start(pid, opts, w.deps())
+	if !errors.Is(err, ErrExited) {
+		t.Fatalf("err = %v, want ErrExited", err)
+	}
+	if w.index("close") < 0 || w.index("run") >= 0 {
+		t.Errorf("calls %v: want the session closed and never read", w.log)
+	}
+	// A target that still exists: the error is the seed's.
+	w = &world{seedErr: errors.New("seed: permission denied"), exists: true}
+	if _, err := start(pid, opts, w.deps()); err == nil || errors.Is(err, ErrExited) {
+		t.Fatalf("err = %v, want the seed error", err)
+	}
+}
+
+// TestStopOrder: the goroutine view stops before the session, so that the
+// final stacks, which the session drains as it stops, are not marked with a
+// snapshot that no longer runs; the window's samples weigh what the whole
+// recording's do; notes added after Stop reach the profile.
+func TestStopOrder(t *testing.T) {
+	w := &world{exists: true}
+	r, err := start(pid, opts, w.deps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.s.result = result(30 * time.Millisecond) // 3 periods of CPU for 2 samples: ×1.5
+	w.s.send(onCPU(0xa))                       // in the window, goroutine 7
+	w.s.final = onCPU(0xb)                     // drained at the end: not in the window
+	if err := r.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if gs, ss := w.index("goroutines.stop"), w.index("session.stop"); gs < 0 || gs > ss {
+		t.Errorf("calls %v: want the goroutine view stopped before the session", w.log)
+	}
+	if err := r.Stop(); err != nil || strings.Count(strings.Join(w.log, " "), "session.stop") != 1 {
+		t.Errorf("a second Stop: err %v, calls %v; want nothing done", err, w.log)
+	}
+	r.Note("target process %d exited during the recording", pid)
+	p, err := r.Profile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(p.Notes, "target process 10 exited during the recording") {
+		t.Errorf("notes %q: want the note added after Stop", p.Notes)
+	}
+	whole := map[string]int64{}
+	for _, s := range p.Samples {
+		if s.State == profile.OnCPU {
+			whole[s.Stack[0].Frames[0].Function] += s.Value
+		}
+	}
+	if whole["compute"]+whole["parse"] != int64(30*time.Millisecond) || whole["compute"] != int64(15*time.Millisecond) {
+		t.Errorf("on-CPU time %v: want compute 15ms and parse 15ms, the thread's exact 30ms", whole)
+	}
+	threads := w.g.threads
+	if threads == nil {
+		t.Fatal("the goroutine view was not attached")
+	}
+	var window []*profile.Sample
+	for _, s := range threads.Samples {
+		if s.State == profile.OnCPU {
+			window = append(window, s)
+		}
+	}
+	if len(window) != 1 {
+		t.Fatalf("window on-CPU samples %d, want 1 (the final stack came after the goroutine view stopped)", len(window))
+	}
+	if s := window[0]; s.GoID != 7 || s.Stack[0].Frames[0].Function != "compute" || s.Value != whole["compute"] {
+		t.Errorf("window sample goid %d %s %v: want goroutine 7 in compute, weighing what the whole recording gives it (%v)",
+			s.GoID, s.Stack[0].Frames[0].Function, time.Duration(s.Value), time.Duration(whole["compute"]))
+	}
+	if _, err := r.Profile(); err == nil {
+		t.Error("a second Profile: want an error")
+	}
+}
+
+func TestProfileBeforeStop(t *testing.T) {
+	w := &world{exists: true}
+	r, err := start(pid, opts, w.deps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Profile(); err == nil {
+		t.Error("Profile before Stop: want an error")
+	}
+	r.Close()
+}
+
+// TestGatedWaitsForExec: a launched command's goroutine view looks at the
+// process only once it has exec'ed past the gate, and never at the shell.
+func TestGatedWaitsForExec(t *testing.T) {
+	w := &world{exists: true, exes: []string{"/bin/sh", "/bin/sh", "/bin/sh", "/bin/sh", "/app"}}
+	o := opts
+	o.Gated = true
+	r, err := start(pid, o, w.deps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for w.index("read-interval") < 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	w.mu.Lock()
+	starts := strings.Count(strings.Join(w.log, " "), "goroutines.start")
+	w.mu.Unlock()
+	if starts != 1 {
+		t.Errorf("calls %v: want the goroutine view started once, after the exec", w.log)
+	}
+	r.Close()
+}
+
+// TestNoGoroutineView: a failure to read a Go program's goroutines is a
+// note, and the recording goes on without them.
+func TestNoGoroutineView(t *testing.T) {
+	w := &world{exists: true, goroutinesErr: errors.New("cannot read memory")}
+	r, err := start(pid, opts, w.deps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.s.result = result(10 * time.Millisecond)
+	w.s.send(onCPU(0xa))
+	if err := r.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := r.Profile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := r.GoroutineNote(); n != "no goroutine view: cannot read memory" || !slices.Contains(p.Notes, n) {
+		t.Errorf("goroutine note %q, notes %q", n, p.Notes)
+	}
+}
