@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,12 +48,13 @@ func cpuShares(p *profile.Profile, pid int) (flat, cum map[string]float64) {
 		seen := map[string]bool{}
 		for i, l := range s.Stack {
 			for j, f := range l.Frames {
+				name := canonicalName(f.Function)
 				if i == 0 && j == 0 {
-					flat[f.Function] += v
+					flat[name] += v
 				}
-				if !seen[f.Function] {
-					seen[f.Function] = true
-					cum[f.Function] += v
+				if !seen[name] {
+					seen[name] = true
+					cum[name] += v
 				}
 			}
 		}
@@ -63,6 +65,23 @@ func cpuShares(p *profile.Profile, pid int) (flat, cum map[string]float64) {
 		}
 	}
 	return flat, cum
+}
+
+// canonicalName is the public name of a function that perf and wallprof
+// may call by different aliases of one address: perf names glibc's
+// clock_gettime by its versioned dynamic symbol (clock_gettime@@GLIBC_2.17)
+// and the vDSO's by __vdso_clock_gettime, wallprof by the internal alias
+// __GI___clock_gettime and by clock_gettime.
+func canonicalName(fn string) string {
+	if i := strings.Index(fn, "@"); i > 0 {
+		fn = fn[:i]
+	}
+	for _, p := range []string{"__GI___", "__GI_", "__vdso_"} {
+		if rest, ok := strings.CutPrefix(fn, p); ok {
+			return rest
+		}
+	}
+	return fn
 }
 
 // TestRecordAgreesWithPerf records the short-bursts workload with wallprof
