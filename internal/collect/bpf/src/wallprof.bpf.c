@@ -46,6 +46,12 @@
  *
  * Per switch the cost is a few hash-map operations; stacks are walked only
  * when a sample is due.
+ *
+ * The file reads by section: what both modes share (the thread table,
+ * clocks, samples), the programs both modes attach (new threads, forks, the
+ * timer), the switch-time accounting, the accounting at resumption, and the
+ * end of a recording. User space attaches one mode's programs, never both
+ * (collect.Plan.Attachment), and sets resume_mode to match.
  */
 #include "types.h"
 #include <bpf/bpf_helpers.h>
@@ -255,6 +261,10 @@ struct {
 /* Force an exception-free type export for bpf2go. */
 const struct sample_event *unused_sample __attribute__((unused));
 const struct exit_event *unused_exit __attribute__((unused));
+
+/* ======================================================================
+ * Shared by both modes: clocks, the thread table, the ring buffer.
+ * ====================================================================== */
 
 static __always_inline void count_lost(u32 cause)
 {
@@ -481,14 +491,6 @@ static __always_inline void emit_current_sample(void *ctx, u64 *w)
 	submit(e);
 }
 
-static __always_inline void give_back(struct tstate *st, u64 *w)
-{
-	st->acc[ST_RUNNABLE] += w[ST_RUNNABLE];
-	st->acc[ST_SLEEPING] += w[ST_SLEEPING];
-	st->acc[ST_DISK] += w[ST_DISK];
-	st->acc[ST_OTHER] += w[ST_OTHER];
-}
-
 static __always_inline void emit_exit(struct tstate *st, u32 tid, u64 now)
 {
 	bpf_map_delete_elem(&stash, &tid);
@@ -507,6 +509,128 @@ static __always_inline void emit_exit(struct tstate *st, u32 tid, u64 now)
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	bpf_ringbuf_submit(e, 0);
 	bpf_map_delete_elem(&threads, &tid);
+}
+
+static __always_inline void add_time(struct tstate *st, int i, u64 d)
+{
+	st->time[i] += d;
+	st->acc[i] += d;
+}
+
+/* take_due moves the whole off-CPU sampling periods accumulated in state i
+ * into the weights of a sample. */
+static __always_inline void take_due(struct tstate *st, u64 *w, int i, bool *due)
+{
+	if (st->acc[i] >= off_period_ns) {
+		u64 n = (st->acc[i] / off_period_ns) * off_period_ns;
+		st->acc[i] -= n;
+		w[i] = n;
+		*due = true;
+	}
+}
+
+/* emit_carry sends weights without a stack: user space adds them to the
+ * thread's latest sample in the same state. */
+static __always_inline void emit_carry(u64 *w)
+{
+	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(LOST_RINGBUF);
+		return;
+	}
+	fill_header(e, SAMPLE_CARRY);
+#pragma unroll
+	for (int i = 0; i < NSTATES; i++)
+		e->weight[i] = w[i];
+	e->ip = e->sp = e->bp = 0;
+	e->klen = 0;
+	e->ulen = 0;
+	e->snap_len = 0;
+	submit(e);
+}
+
+/* ======================================================================
+ * Both modes: new threads and processes, and the on-CPU samples.
+ *
+ * The timer samples where the CPU is in either mode; new threads and forked
+ * processes join the thread table and the targets.
+ * ====================================================================== */
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(on_wakeup_new, struct task_struct *p)
+{
+	u64 now = bpf_ktime_get_ns();
+	struct tstate *st = lookup_thread(p->pid, p->tgid, now, NEW_THREAD);
+	if (st && resume_mode && !st->based) {
+		/* Its counters start at zero: from its creation on, what they
+		 * gain is its time, counted at its resumptions. */
+		st->on_cpu = 1;
+		st->in_ts = now;
+		st->based = 1;
+	}
+	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+{
+	if (!follow_forks)
+		return 0;
+	u32 ptgid = parent->tgid;
+	if (!is_target(ptgid))
+		return 0;
+	u32 ctgid = child->tgid;
+	if ((u32)child->pid != ctgid)
+		return 0; /* a new thread, not a new process */
+	u8 one = 1;
+	bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
+	u32 zero = 0;
+	struct tgid_set *set = bpf_map_lookup_elem(&tgids, &zero);
+	if (set) {
+		/* The slot is taken first (two forks at once get two slots); the
+		 * child cannot run before this returns. */
+		u32 i = __sync_fetch_and_add(&set->n, 1);
+		if (i < MAX_TGIDS)
+			set->tgid[i & (MAX_TGIDS - 1)] = ctgid;
+	}
+	return 0;
+}
+
+SEC("perf_event")
+int on_cpu_sample(void *ctx)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	u32 tgid = id >> 32;
+	if ((u32)id == 0 || !is_target(tgid))
+		return 0;
+	/* One sampling period, where the CPU is now: a thread is sampled in
+	 * proportion to its CPU time, in every function in proportion to the
+	 * time spent there, however short its bursts (perf's estimate). User
+	 * space scales a thread's samples to its exact CPU time. */
+	u64 w[NSTATES] = {};
+	w[ST_ONCPU] = period_ns;
+	emit_current_sample(ctx, w);
+	return 0;
+}
+
+/* ======================================================================
+ * Switch-time accounting (resume_mode == 0).
+ *
+ * Kernels without sched_exit_tp or schedstat: sched_switch closes the interval
+ * of both threads, sched_wakeup (or schedstat) splits an off-CPU interval into
+ * blocked and runnable, and a due off-CPU sample is taken from the thread's own
+ * context when it returns from the scheduler (sched_exit_tp, a kprobe on
+ * finish_task_switch, or sys_exit). A preempted thread's stack is kept at the
+ * preemption (stash). Fields used only here: wake_ts, wake_cpu,
+ * last_runnable.
+ * ====================================================================== */
+
+static __always_inline void give_back(struct tstate *st, u64 *w)
+{
+	st->acc[ST_RUNNABLE] += w[ST_RUNNABLE];
+	st->acc[ST_SLEEPING] += w[ST_SLEEPING];
+	st->acc[ST_DISK] += w[ST_DISK];
+	st->acc[ST_OTHER] += w[ST_OTHER];
 }
 
 /* in_syscall reports whether the current thread entered the kernel through
@@ -566,44 +690,23 @@ static __always_inline int emit_pending(void *ctx)
 	return 0;
 }
 
-static __always_inline void add_time(struct tstate *st, int i, u64 d)
+/* emit_stash sends the stack kept at tid's preemption, with weights w. */
+static __always_inline bool emit_stash(u32 tid, u64 out_ts, u64 *w)
 {
-	st->time[i] += d;
-	st->acc[i] += d;
-}
-
-/* take_due moves the whole off-CPU sampling periods accumulated in state i
- * into the weights of a sample. */
-static __always_inline void take_due(struct tstate *st, u64 *w, int i, bool *due)
-{
-	if (st->acc[i] >= off_period_ns) {
-		u64 n = (st->acc[i] / off_period_ns) * off_period_ns;
-		st->acc[i] -= n;
-		w[i] = n;
-		*due = true;
-	}
-}
-
-static __always_inline bool emit_stash(u32 tid, u64 out_ts, u64 *w);
-
-/* emit_carry sends weights without a stack: user space adds them to the
- * thread's latest sample in the same state. */
-static __always_inline void emit_carry(u64 *w)
-{
+	struct sample_event *st = bpf_map_lookup_elem(&stash, &tid);
+	if (!st || st->ts != out_ts)
+		return false;
 	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count_lost(LOST_RINGBUF);
-		return;
+		return true; /* the weight is lost, and counted */
 	}
-	fill_header(e, SAMPLE_CARRY);
+	bpf_probe_read_kernel(e, sizeof(*e), st);
 #pragma unroll
 	for (int i = 0; i < NSTATES; i++)
 		e->weight[i] = w[i];
-	e->ip = e->sp = e->bp = 0;
-	e->klen = 0;
-	e->ulen = 0;
-	e->snap_len = 0;
 	submit(e);
+	return true;
 }
 
 /* sample_missed samples the off-CPU time of an interval whose switch-in was
@@ -712,25 +815,6 @@ static __always_inline void switch_out(void *ctx, struct task_struct *prev, stru
 		 * case) is sampled when it leaves the syscall, like a blocked
 		 * one, so these copies stay bounded by the tick rate. */
 		stash_current(ctx, tid, now);
-}
-
-/* emit_stash sends the stack kept at tid's preemption, with weights w. */
-static __always_inline bool emit_stash(u32 tid, u64 out_ts, u64 *w)
-{
-	struct sample_event *st = bpf_map_lookup_elem(&stash, &tid);
-	if (!st || st->ts != out_ts)
-		return false;
-	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_lost(LOST_RINGBUF);
-		return true; /* the weight is lost, and counted */
-	}
-	bpf_probe_read_kernel(e, sizeof(*e), st);
-#pragma unroll
-	for (int i = 0; i < NSTATES; i++)
-		e->weight[i] = w[i];
-	submit(e);
-	return true;
 }
 
 /* defer_sample leaves a due sample for next's return from the scheduler: its
@@ -876,63 +960,6 @@ int BPF_PROG(on_wakeup, struct task_struct *p)
 	return 0;
 }
 
-SEC("tp_btf/sched_wakeup_new")
-int BPF_PROG(on_wakeup_new, struct task_struct *p)
-{
-	u64 now = bpf_ktime_get_ns();
-	struct tstate *st = lookup_thread(p->pid, p->tgid, now, NEW_THREAD);
-	if (st && resume_mode && !st->based) {
-		/* Its counters start at zero: from its creation on, what they
-		 * gain is its time, counted at its resumptions. */
-		st->on_cpu = 1;
-		st->in_ts = now;
-		st->based = 1;
-	}
-	return 0;
-}
-
-SEC("tp_btf/sched_process_fork")
-int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
-{
-	if (!follow_forks)
-		return 0;
-	u32 ptgid = parent->tgid;
-	if (!is_target(ptgid))
-		return 0;
-	u32 ctgid = child->tgid;
-	if ((u32)child->pid != ctgid)
-		return 0; /* a new thread, not a new process */
-	u8 one = 1;
-	bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
-	u32 zero = 0;
-	struct tgid_set *set = bpf_map_lookup_elem(&tgids, &zero);
-	if (set) {
-		/* The slot is taken first (two forks at once get two slots); the
-		 * child cannot run before this returns. */
-		u32 i = __sync_fetch_and_add(&set->n, 1);
-		if (i < MAX_TGIDS)
-			set->tgid[i & (MAX_TGIDS - 1)] = ctgid;
-	}
-	return 0;
-}
-
-SEC("perf_event")
-int on_cpu_sample(void *ctx)
-{
-	u64 id = bpf_get_current_pid_tgid();
-	u32 tgid = id >> 32;
-	if ((u32)id == 0 || !is_target(tgid))
-		return 0;
-	/* One sampling period, where the CPU is now: a thread is sampled in
-	 * proportion to its CPU time, in every function in proportion to the
-	 * time spent there, however short its bursts (perf's estimate). User
-	 * space scales a thread's samples to its exact CPU time. */
-	u64 w[NSTATES] = {};
-	w[ST_ONCPU] = period_ns;
-	emit_current_sample(ctx, w);
-	return 0;
-}
-
 /* A blocked thread leaves the syscall it blocked in after it runs again. */
 SEC("tp_btf/sys_exit")
 int BPF_PROG(on_sys_exit)
@@ -1049,6 +1076,22 @@ int BPF_PROG(on_sched_exit, bool is_switch)
 	}
 	return emit_pending(ctx);
 }
+
+/* Where kprobes exist, the same right at the switch-in. */
+SEC("kprobe/finish_task_switch")
+int on_switch_in(struct pt_regs *ctx)
+{
+	return emit_pending(ctx);
+}
+
+/* ======================================================================
+ * Accounting at resumption (resume_mode == 1).
+ *
+ * Linux 6.16+ with schedstat: one program per switch, at sched_exit_tp in the
+ * context of the thread that resumes, closes the interval since its previous
+ * resumption from the kernel's counters. Fields used only here: based, nvcsw,
+ * nivcsw.
+ * ====================================================================== */
 
 /* resume_base records where a thread's counters stand at its switch-in. */
 static __always_inline void resume_base(struct tstate *st, struct task_struct *task, u64 now)
@@ -1255,12 +1298,9 @@ static __always_inline bool resume_close(struct task_struct *task, struct tstate
 	return !running;
 }
 
-/* Where kprobes exist, the same right at the switch-in. */
-SEC("kprobe/finish_task_switch")
-int on_switch_in(struct pt_regs *ctx)
-{
-	return emit_pending(ctx);
-}
+/* ======================================================================
+ * The end of a recording (both modes).
+ * ====================================================================== */
 
 /* End of recording: the stacks of target threads that are off CPU. The
  * weights are filled in by user space from the thread table. */
