@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
+	"github.com/wallprof/wallprof/internal/outfile"
 	"github.com/wallprof/wallprof/internal/present"
 	"github.com/wallprof/wallprof/internal/present/flame"
 	"github.com/wallprof/wallprof/internal/profile"
@@ -72,18 +72,9 @@ func runDiff(_ context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // writeDiffFlame writes the differential flame graph of before and after
-// to path; the file is removed if writing fails.
+// to path, atomically.
 func writeDiffFlame(path string, before, after *profile.Profile, w present.Weight) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	err = flame.WriteDiffHTML(f, before, after, flame.Options{Weight: w})
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(path)
-	}
-	return err
+	return outfile.Write(path, func(out io.Writer) error {
+		return flame.WriteDiffHTML(out, before, after, flame.Options{Weight: w})
+	})
 }

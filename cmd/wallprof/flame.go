@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/wallprof/wallprof/internal/outfile"
 	"github.com/wallprof/wallprof/internal/present"
 	"github.com/wallprof/wallprof/internal/present/flame"
 )
@@ -126,20 +127,15 @@ func runFlame(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	f, err := os.Create(dest)
+	f, err := outfile.Create(dest)
 	if err != nil {
 		return fail(exitError, "cannot create %s: %v.", dest, errors.Unwrap(err))
 	}
-	bw := bufio.NewWriter(f)
-	err = write(bw, p, opt)
-	if err == nil {
-		err = bw.Flush()
+	defer f.Abandon()
+	if err := write(f, p, opt); err != nil {
+		return fail(exitError, "cannot write %s: %v.", dest, err)
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(dest)
+	if err := f.Commit(); err != nil {
 		return fail(exitError, "cannot write %s: %v.", dest, err)
 	}
 	if st, err := os.Stat(dest); err == nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/wallprof/wallprof/internal/collect"
 	"github.com/wallprof/wallprof/internal/goview"
 	"github.com/wallprof/wallprof/internal/linux"
+	"github.com/wallprof/wallprof/internal/outfile"
 	"github.com/wallprof/wallprof/internal/present"
 	"github.com/wallprof/wallprof/internal/profile"
 	"github.com/wallprof/wallprof/internal/symbolize"
@@ -170,39 +171,26 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return rec.finish(out)
 }
 
-// output writes to a temporary file beside the target and renames it when
-// complete, so a failed run never leaves a half-written profile.
+// output is the profile being written, through an outfile.File: a
+// temporary file beside the target, renamed when complete, so that a failed
+// run never leaves a half-written profile. (A thin name for the recording
+// code: tmp is where to write, commit and abandon end it.)
 type output struct {
 	path string
-	tmp  *os.File
+	tmp  *outfile.File
 }
 
 func newOutput(path string) (*output, error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	f, err := outfile.Create(path)
 	if err != nil {
 		return nil, err
 	}
-	return &output{path: path, tmp: tmp}, nil
+	return &output{path: path, tmp: f}, nil
 }
 
-func (o *output) commit() error {
-	if err := o.tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(o.tmp.Name(), o.path); err != nil {
-		return err
-	}
-	o.tmp = nil
-	return nil
-}
+func (o *output) commit() error { return o.tmp.Commit() }
 
-func (o *output) abandon() {
-	if o.tmp != nil {
-		o.tmp.Close()
-		os.Remove(o.tmp.Name())
-	}
-}
+func (o *output) abandon() { o.tmp.Abandon() }
 
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)

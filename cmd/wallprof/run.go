@@ -24,6 +24,7 @@ import (
 	"github.com/wallprof/wallprof/internal/goruntime/gctrace"
 	"github.com/wallprof/wallprof/internal/linux"
 	"github.com/wallprof/wallprof/internal/load"
+	"github.com/wallprof/wallprof/internal/outfile"
 	"github.com/wallprof/wallprof/internal/present"
 	"github.com/wallprof/wallprof/internal/present/flame"
 	"github.com/wallprof/wallprof/internal/runreport"
@@ -759,24 +760,10 @@ func fetchProfile(ctx context.Context, base, name string, gc bool) (*profile.Pro
 	return p, nil
 }
 
-// writeFile writes a file through a temporary name, so that a failed write
-// leaves no half file.
+// writeFile writes a file atomically (outfile.Write), so that a failed
+// write leaves no half file.
 func writeFile(path string, write func(io.Writer) error) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if err := write(f); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, path)
+	return outfile.Write(path, write)
 }
 
 func writeJSON(w io.Writer, v any) error {
