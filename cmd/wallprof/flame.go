@@ -18,7 +18,7 @@ import (
 
 func init() {
 	commands["flame"] = command{order: 30, run: runFlame,
-		usage: "  wallprof flame [flags] FILE [-o OUT]     write an interactive flame graph (HTML, or SVG with --svg)\n"}
+		usage: "  wallprof flame [flags] FILE [-o OUT]      write an interactive flame graph (HTML, or SVG with --svg)\n"}
 }
 
 const flameUsage = `Usage: wallprof flame [flags] FILE [-o OUT]

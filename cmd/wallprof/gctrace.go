@@ -14,7 +14,7 @@ import (
 
 func init() {
 	commands["gctrace"] = command{order: 70, run: runGctrace,
-		usage: "  wallprof gctrace LOG [LOG2]              summarise GODEBUG=gctrace=1 output (two logs: side by side)\n"}
+		usage: "  wallprof gctrace LOG [LOG2]               summarise GODEBUG=gctrace=1 output (two logs: side by side)\n"}
 }
 
 const gctraceUsage = `Usage: wallprof gctrace [flags] LOG [LOG2]

@@ -42,7 +42,7 @@ func usage() string {
 	for _, n := range names {
 		b.WriteString(commands[n].usage)
 	}
-	b.WriteString("  wallprof version\n\nRun 'wallprof COMMAND --help' for the flags of a command.\n")
+	b.WriteString("  wallprof version\n\nRun 'wallprof help COMMAND' (or 'wallprof COMMAND --help') for the flags of a command.\n")
 	return b.String()
 }
 

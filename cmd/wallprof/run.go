@@ -32,7 +32,7 @@ import (
 
 func init() {
 	commands["run"] = command{order: 85, run: runRun,
-		usage: "  wallprof run [flags] --load URL -- SERVER   start a Go server, load it, profile it: one HTML report\n"}
+		usage: "  wallprof run [flags] --load URL -- SERVER start a Go server, load it, profile it: one HTML report\n"}
 }
 
 const runUsage = `Usage: wallprof run [flags] --load '[METHOD] URL' -- SERVER [ARGS...]
