@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/wallprof/wallprof/internal/convert"
+	"github.com/wallprof/wallprof/internal/outfile"
 	"github.com/wallprof/wallprof/internal/present"
 	"github.com/wallprof/wallprof/internal/profile"
 )
@@ -43,13 +43,7 @@ func (f *convertFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.quiet, "q", false, "print nothing but errors")
 }
 
-func runConvert(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("convert", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var f convertFlags
-	f.register(fs)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: wallprof convert [flags] INPUT -o OUT
+const convertUsage = `Usage: wallprof convert [flags] INPUT -o OUT
 
 Converts other tools' stacks into a profile: 'perf script' output (samples
 are on-CPU time; sched:sched_switch and --off-cpu events are off-CPU time),
@@ -60,36 +54,24 @@ detected from its content unless --from names it. Lines that cannot be read
 are counted and the first is shown.
 
 Flags:
-`)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	// Allow flags after the input: wallprof convert in.txt -o out.pb.gz.
-	var inputs []string
-	for rest := fs.Args(); len(rest) > 0; rest = fs.Args() {
-		inputs = append(inputs, rest[0])
-		if err := fs.Parse(rest[1:]); err != nil {
-			return exitUsage
-		}
-	}
-	if code := f.check(inputs, stderr); code != exitOK {
+`
+
+func runConvert(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newCmdFlags("convert", convertUsage, stdout, stderr)
+	var f convertFlags
+	f.register(fs.FlagSet)
+	if code, done := fs.parse(args); done {
 		return code
 	}
-	return f.convert(inputs[0], stdout, stderr)
+	if code := f.check(fs.Args(), fs.usageError); code != exitOK {
+		return code
+	}
+	return f.convert(fs.Arg(0), stdout, stderr)
 }
 
-// check validates the flags and fills in the defaults; it returns exitOK
-// or exitUsage after saying what is wrong.
-func (f *convertFlags) check(inputs []string, stderr io.Writer) int {
-	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "wallprof convert: "+format+"\n", a...)
-		return exitUsage
-	}
+// check validates the flags and fills in the defaults; it returns exitOK,
+// or what fail returns after saying what is wrong.
+func (f *convertFlags) check(inputs []string, fail func(format string, a ...any) int) int {
 	switch {
 	case len(inputs) != 1:
 		return fail("give exactly one input file, e.g. 'wallprof convert perf.script -o perf.pb.gz'.")
@@ -219,31 +201,19 @@ func readInput(input string) ([]byte, error) {
 	return data, nil
 }
 
-// writeOutput writes data to path ("-" for stdout) through a temporary
-// file, so a failed conversion leaves no partial output.
+// writeOutput writes data to path ("-" for stdout) atomically, so a
+// failed conversion leaves no partial output.
 func writeOutput(path string, data []byte, stdout io.Writer) error {
 	if path == "-" {
 		_, err := stdout.Write(data)
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	err := outfile.Write(path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("cannot write %s: %v", path, err)
-	}
-	_, werr := tmp.Write(data)
-	cerr := tmp.Close()
-	if werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Chmod(tmp.Name(), 0o644)
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("cannot write %s: %v", path, werr)
 	}
 	return nil
 }

@@ -3,11 +3,10 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 
+	"github.com/wallprof/wallprof/internal/outfile"
 	"github.com/wallprof/wallprof/internal/present"
 	"github.com/wallprof/wallprof/internal/present/flame"
 	"github.com/wallprof/wallprof/internal/profile"
@@ -17,15 +16,7 @@ func init() {
 	commands["diff"] = command{order: 50, run: runDiff, usage: "  wallprof diff [flags] BEFORE AFTER        compare two profiles per second of recording\n"}
 }
 
-func runDiff(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("diff", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	out := fs.String("o", "", "also write the differential flame graph (HTML) to this file")
-	top := fs.Int("top", present.DefaultTop, "number of functions per table (negative: all)")
-	asJSON := fs.Bool("json", false, "write the comparison as JSON (schema "+present.DiffFormat+")")
-	weight := fs.String("weight", "wall", "time compared per function: wall, cpu or offcpu")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: wallprof diff [flags] BEFORE AFTER
+const diffUsage = `Usage: wallprof diff [flags] BEFORE AFTER
 
 Compares two profiles, each normalised to time per second of its recording,
 so that recordings of different lengths compare: the totals by state, then
@@ -36,23 +27,23 @@ BEFORE. Both files are profiles written by 'wallprof record' or pprof files
 that record their duration.
 
 Flags:
-`)
-		fs.PrintDefaults()
-	}
-	if err := parseInterspersed(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+`
+
+func runDiff(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newCmdFlags("diff", diffUsage, stdout, stderr)
+	out := fs.String("o", "", "also write the differential flame graph (HTML) to this file")
+	top := fs.Int("top", present.DefaultTop, "number of functions per table (negative: all)")
+	asJSON := fs.Bool("json", false, "write the comparison as JSON (schema "+present.DiffFormat+")")
+	weight := fs.String("weight", "wall", "time compared per function: wall, cpu or offcpu")
+	if code, done := fs.parse(args); done {
+		return code
 	}
 	if fs.NArg() != 2 {
-		fmt.Fprintln(stderr, "wallprof diff: give two profile files, e.g. 'wallprof diff before.pb.gz after.pb.gz'.")
-		return exitUsage
+		return fs.usageError("give two profile files, e.g. 'wallprof diff before.pb.gz after.pb.gz'.")
 	}
 	w, err := present.ParseWeight(*weight)
 	if err != nil {
-		fmt.Fprintf(stderr, "wallprof diff: --weight: %v.\n", err)
-		return exitUsage
+		return fs.usageError("--weight: %v.", err)
 	}
 	var profiles [2]*profile.Profile
 	for i, path := range fs.Args() {
@@ -81,18 +72,9 @@ Flags:
 }
 
 // writeDiffFlame writes the differential flame graph of before and after
-// to path; the file is removed if writing fails.
+// to path, atomically.
 func writeDiffFlame(path string, before, after *profile.Profile, w present.Weight) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	err = flame.WriteDiffHTML(f, before, after, flame.Options{Weight: w})
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(path)
-	}
-	return err
+	return outfile.Write(path, func(out io.Writer) error {
+		return flame.WriteDiffHTML(out, before, after, flame.Options{Weight: w})
+	})
 }

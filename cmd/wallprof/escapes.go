@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,16 +19,7 @@ func init() {
 		usage: "  wallprof escapes [flags] [PACKAGES]       hot allocation sites with the compiler's escape-analysis reason\n"}
 }
 
-func runEscapes(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("escapes", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	prof := fs.String("profile", "", "allocation profile (pprof, from /debug/pprof/allocs or /debug/pprof/heap)")
-	sample := fs.String("sample", "alloc_space", "rank by alloc_space, alloc_objects, inuse_space or inuse_objects")
-	top := fs.Int("top", 20, "show this many sites (0: all)")
-	dir := fs.String("dir", ".", "directory to build the packages in (the module of the profiled program)")
-	asJSON := fs.Bool("json", false, "write the report as JSON (schema "+escapes.Format+")")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: wallprof escapes --profile allocs.pb.gz [flags] [PACKAGES]
+const escapesUsage = `Usage: wallprof escapes --profile allocs.pb.gz [flags] [PACKAGES]
 
 Ranks the lines of a Go program that allocate the most, from an allocation
 profile, and says why each one allocates: the compiler's escape analysis
@@ -40,22 +30,23 @@ PACKAGES are the sites; allocations inside the runtime's allocator are
 charged to their caller.
 
 Flags:
-`)
-		fs.PrintDefaults()
-	}
-	if err := parseInterspersed(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+`
+
+func runEscapes(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newCmdFlags("escapes", escapesUsage, stdout, stderr)
+	prof := fs.String("profile", "", "allocation profile (pprof, from /debug/pprof/allocs or /debug/pprof/heap)")
+	sample := fs.String("sample", "alloc_space", "rank by alloc_space, alloc_objects, inuse_space or inuse_objects")
+	top := fs.Int("top", 20, "show this many sites (0: all)")
+	dir := fs.String("dir", ".", "directory to build the packages in (the module of the profiled program)")
+	asJSON := fs.Bool("json", false, "write the report as JSON (schema "+escapes.Format+")")
+	if code, done := fs.parse(args); done {
+		return code
 	}
 	if *prof == "" {
-		fmt.Fprintln(stderr, "wallprof escapes: give the allocation profile with --profile, e.g. 'curl -o allocs.pb.gz http://localhost:6060/debug/pprof/allocs'.")
-		return exitUsage
+		return fs.usageError("give the allocation profile with --profile, e.g. 'curl -o allocs.pb.gz http://localhost:6060/debug/pprof/allocs'.")
 	}
 	if *top < 0 {
-		fmt.Fprintln(stderr, "wallprof escapes: --top wants a count of 0 or more.")
-		return exitUsage
+		return fs.usageError("--top wants a count of 0 or more.")
 	}
 	rep, err := escapesReport(ctx, *prof, escapes.Sample(*sample), *dir, fs.Args(), *top)
 	if err != nil {

@@ -51,7 +51,7 @@ func TestEscapes(t *testing.T) {
 			"1", "main.go:45 main.search",
 			"strings.ToLower allocates its result (inside a loop); called from main.go:45 (search)"}},
 		{args: []string{".", "--dir", app, "--profile", allocs, "--sample", "alloc_objects", "--json"}, want: []string{
-			`"format": "wallprof.escapes/1"`, `"sample": "alloc_objects"`, `"line": 45`}},
+			`"format": "wallprof.escapes/v1"`, `"sample": "alloc_objects"`, `"line": 45`}},
 		{args: []string{"--dir", app}, code: exitUsage, wantStderr: "give the allocation profile with --profile"},
 		{args: []string{"--profile", missing, "--dir", app}, code: exitError, wantStderr: "wallprof escapes: " + missing + " does not exist.\n"},
 		{args: []string{"--profile", garbage, "--dir", app}, code: exitError, wantStderr: "is not a pprof profile"},

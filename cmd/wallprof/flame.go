@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,30 +11,17 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/wallprof/wallprof/internal/outfile"
 	"github.com/wallprof/wallprof/internal/present"
 	"github.com/wallprof/wallprof/internal/present/flame"
 )
 
 func init() {
 	commands["flame"] = command{order: 30, run: runFlame,
-		usage: "  wallprof flame [flags] FILE [-o OUT]     write an interactive flame graph (HTML, or SVG with --svg)\n"}
+		usage: "  wallprof flame [flags] FILE [-o OUT]      write an interactive flame graph (HTML, or SVG with --svg)\n"}
 }
 
-func runFlame(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("flame", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	out := fs.String("o", "", "output file ('-' for standard output; default: FILE's name with .html or .svg)")
-	svg := fs.Bool("svg", false, "write a standalone interactive SVG (one weight) instead of the HTML page")
-	weight := fs.String("weight", "wall", "weight shown first (HTML) or drawn (SVG): wall, cpu or offcpu")
-	title := fs.String("title", "", "title above the graph (default: the profiled command)")
-	minWidth := fs.Float64("min-width", 100*flame.DefaultMinWidth, "leave out call paths narrower than this percentage of the total under every weight")
-	threads := fs.Bool("threads", false, "one root frame per thread (comm-pid/tid)")
-	icicle := fs.Bool("icicle", false, "HTML: open with the root at the top (the page can switch)")
-	gview := fs.Bool("goroutines", false, "draw the goroutine view of a Go program: each goroutine's time running (on-CPU colour), runnable and waiting (blocked colour)")
-	focusG := fs.String("focus-goroutines", "", "draw the goroutine view of the goroutine groups whose creator or own function matches this regexp, e.g. 'net/http.\\(\\*conn\\).serve'")
-	focus := fs.String("focus", "", "keep only stacks with a function matching this regular expression")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: wallprof flame [flags] FILE [-o OUT]
+const flameUsage = `Usage: wallprof flame [flags] FILE [-o OUT]
 
 Writes a flame graph of a profile. The HTML page is one self-contained file
 (no network request): click a frame to zoom, search by regular expression
@@ -48,28 +34,36 @@ to zoom, hover for details, 'Search' to highlight.
 FILE is a profile written by 'wallprof record' or any pprof file.
 
 Flags:
-`)
-		fs.PrintDefaults()
-	}
-	if err := parseInterspersed(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+`
+
+func runFlame(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newCmdFlags("flame", flameUsage, stdout, stderr)
+	out := fs.String("o", "", "output file ('-' for standard output; default: FILE's name with .html or .svg)")
+	svg := fs.Bool("svg", false, "write a standalone interactive SVG (one weight) instead of the HTML page")
+	weight := fs.String("weight", "wall", "weight shown first (HTML) or drawn (SVG): wall, cpu or offcpu")
+	title := fs.String("title", "", "title above the graph (default: the profiled command)")
+	minWidth := fs.Float64("min-width", 100*flame.DefaultMinWidth, "leave out call paths narrower than this percentage of the total under every weight")
+	threads := fs.Bool("threads", false, "one root frame per thread (comm-pid/tid)")
+	icicle := fs.Bool("icicle", false, "HTML: open with the root at the top (the page can switch)")
+	gview := fs.Bool("goroutines", false, "draw the goroutine view of a Go program: each goroutine's time running (on-CPU colour), runnable and waiting (blocked colour)")
+	focusG := fs.String("focus-goroutines", "", "draw the goroutine view of the goroutine groups whose creator or own function matches this regexp, e.g. 'net/http.\\(\\*conn\\).serve'")
+	focus := fs.String("focus", "", "keep only stacks with a function matching this regular expression")
+	if code, done := fs.parse(args); done {
+		return code
 	}
 	fail := func(code int, format string, a ...any) int {
 		fmt.Fprintf(stderr, "wallprof flame: "+format+"\n", a...)
 		return code
 	}
 	if fs.NArg() != 1 {
-		return fail(exitUsage, "give exactly one profile file, e.g. 'wallprof flame app.pb.gz -o app.html'.")
+		return fs.usageError("give exactly one profile file, e.g. 'wallprof flame app.pb.gz -o app.html'.")
 	}
 	w, err := present.ParseWeight(*weight)
 	if err != nil {
-		return fail(exitUsage, "--weight %q is not a weight: use wall, cpu or offcpu.", *weight)
+		return fs.usageError("--weight %q is not a weight: use wall, cpu or offcpu.", *weight)
 	}
 	if *minWidth < 0 || *minWidth >= 100 {
-		return fail(exitUsage, "--min-width %g is out of range: give a percentage from 0 (keep everything) to below 100.", *minWidth)
+		return fs.usageError("--min-width %g is out of range: give a percentage from 0 (keep everything) to below 100.", *minWidth)
 	}
 	opt := flame.Options{Title: *title, Weight: w, MinWidth: *minWidth / 100, PerThread: *threads, Icicle: *icicle}
 	if *minWidth == 0 {
@@ -78,7 +72,7 @@ Flags:
 	if *focus != "" {
 		re, err := regexp.Compile(*focus)
 		if err != nil {
-			return fail(exitUsage, "--focus %q is not a valid regular expression: %v.", *focus, err)
+			return fs.usageError("--focus %q is not a valid regular expression: %v.", *focus, err)
 		}
 		opt.Focus = re
 	}
@@ -98,7 +92,7 @@ Flags:
 		var re *regexp.Regexp
 		if *focusG != "" {
 			if re, err = regexp.Compile(*focusG); err != nil {
-				return fail(exitUsage, "--focus-goroutines %q is not a valid regular expression: %v.", *focusG, err)
+				return fs.usageError("--focus-goroutines %q is not a valid regular expression: %v.", *focusG, err)
 			}
 		}
 		if len(p.Goroutines) == 0 {
@@ -133,20 +127,15 @@ Flags:
 		}
 		return exitOK
 	}
-	f, err := os.Create(dest)
+	f, err := outfile.Create(dest)
 	if err != nil {
 		return fail(exitError, "cannot create %s: %v.", dest, errors.Unwrap(err))
 	}
-	bw := bufio.NewWriter(f)
-	err = write(bw, p, opt)
-	if err == nil {
-		err = bw.Flush()
+	defer f.Abandon()
+	if err := write(f, p, opt); err != nil {
+		return fail(exitError, "cannot write %s: %v.", dest, err)
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(dest)
+	if err := f.Commit(); err != nil {
 		return fail(exitError, "cannot write %s: %v.", dest, err)
 	}
 	if st, err := os.Stat(dest); err == nil {

@@ -109,7 +109,7 @@ func TestFlameCommand(t *testing.T) {
 			t.Errorf("%q: exit %d, stderr %q; want exit %d and one line with %q", c.args, code, stderr, c.code, c.msg)
 		}
 	}
-	if code, _, stderr := runCmd("flame", "--help"); code != 0 || !strings.Contains(stderr, "Usage: wallprof flame") {
+	if code, stdout, stderr := runCmd("flame", "--help"); code != 0 || !strings.Contains(stdout, "Usage: wallprof flame") || stderr != "" {
 		t.Errorf("--help: exit %d, %q", code, stderr)
 	}
 }

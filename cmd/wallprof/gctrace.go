@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,16 +14,10 @@ import (
 
 func init() {
 	commands["gctrace"] = command{order: 70, run: runGctrace,
-		usage: "  wallprof gctrace LOG [LOG2]              summarise GODEBUG=gctrace=1 output (two logs: side by side)\n"}
+		usage: "  wallprof gctrace LOG [LOG2]               summarise GODEBUG=gctrace=1 output (two logs: side by side)\n"}
 }
 
-func runGctrace(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("gctrace", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	asJSON := fs.Bool("json", false, "write the summary as JSON (schema "+gctrace.Format+")")
-	requests := fs.String("requests", "", "requests served while the log was written, for requests per collection; with two logs, N for both or N,M")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: wallprof gctrace [flags] LOG [LOG2]
+const gctraceUsage = `Usage: wallprof gctrace [flags] LOG [LOG2]
 
 Summarises the lines a Go program prints to stderr with GODEBUG=gctrace=1
 (Go 1.5 to 1.26): collections, the span of time they cover, the share of
@@ -38,23 +31,21 @@ With two logs (say, before and after a fix), prints them side by side with
 the change, absolute and in percent.
 
 Flags:
-`)
-		fs.PrintDefaults()
-	}
-	if err := parseInterspersed(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+`
+
+func runGctrace(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newCmdFlags("gctrace", gctraceUsage, stdout, stderr)
+	asJSON := fs.Bool("json", false, "write the summary as JSON (schema "+gctrace.Format+")")
+	requests := fs.String("requests", "", "requests served while the log was written, for requests per collection; with two logs, N for both or N,M")
+	if code, done := fs.parse(args); done {
+		return code
 	}
 	if fs.NArg() != 1 && fs.NArg() != 2 {
-		fmt.Fprintln(stderr, "wallprof gctrace: give one or two log files, e.g. 'wallprof gctrace before.log after.log'.")
-		return exitUsage
+		return fs.usageError("give one or two log files, e.g. 'wallprof gctrace before.log after.log'.")
 	}
 	reqs, err := parseRequests(*requests, fs.NArg())
 	if err != nil {
-		fmt.Fprintf(stderr, "wallprof gctrace: %v.\n", err)
-		return exitUsage
+		return fs.usageError("%v.", err)
 	}
 	sums := make([]gctrace.Summary, fs.NArg())
 	for i, path := range fs.Args() {

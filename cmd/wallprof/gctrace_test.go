@@ -32,7 +32,7 @@ func TestGctrace(t *testing.T) {
 		{args: []string{cur, "--requests", "3400"}, want: []string{"requests per GC:  100.00 (3400 requests)"}},
 		{args: []string{old, cur}, want: []string{"delta %", "collections", "GC time, clock", "heap live, median"}},
 		{args: []string{"--requests", "42,34", old, cur}, want: []string{"requests per GC  1.00  1.00  +0.00  +0.0%"}},
-		{args: []string{cur, "--json"}, want: []string{`"format": "wallprof.gctrace/1"`, `"collections": 34`}},
+		{args: []string{cur, "--json"}, want: []string{`"format": "wallprof.gctrace/v1"`, `"collections": 34`}},
 		{args: []string{missing}, code: exitError, wantStderr: "wallprof gctrace: " + missing + " does not exist.\n"},
 		{args: []string{plain}, code: exitError, wantStderr: "has no gctrace line in its 2 lines; run the program with GODEBUG=gctrace=1"},
 		{args: []string{}, code: exitUsage, wantStderr: "give one or two log files"},

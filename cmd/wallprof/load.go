@@ -50,28 +50,20 @@ func (f *loadFlags) register(fs *flag.FlagSet) {
 
 func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var f loadFlags
-	fs := flag.NewFlagSet("load", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	f.register(fs)
+	fs := newCmdFlags("load", loadUsage, stdout, stderr)
+	f.register(fs.FlagSet)
 	fs.StringVar(&f.targets, "targets", "", "read targets from this file, in vegeta's format ('METHOD URL' lines, header lines, '@body-file'), sent in turn")
 	fs.BoolVar(&f.asJSON, "json", false, "write the result as JSON (schema "+load.Format+")")
 	fs.BoolVar(&f.noKeepAlive, "no-keepalive", false, "open a new connection for every request")
-	if err := parseInterspersed(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printLoadUsage(fs, stdout)
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "wallprof load: %v; run 'wallprof load --help' for the flags.\n", err)
-		return exitUsage
+	if code, done := fs.parse(args); done {
+		return code
 	}
 	opts, err := loadOptions(&f, fs.Args())
 	if err != nil {
-		fmt.Fprintf(stderr, "wallprof load: %v.\n", err)
-		return exitUsage
+		return fs.usageError("%v.", err)
 	}
 	if err := opts.Validate(); err != nil {
-		fmt.Fprintf(stderr, "wallprof load: %s.\n", strings.TrimPrefix(err.Error(), load.ErrOptions.Error()+": "))
-		return exitUsage
+		return fs.usageError("%s.", strings.TrimPrefix(err.Error(), load.ErrOptions.Error()+": "))
 	}
 	if lim, err := load.RaiseFileLimit(load.FilesNeeded(opts)); err == nil && !lim.Enough() {
 		fmt.Fprintf(stderr, "wallprof load: %s\n", lim.Advice())
@@ -107,8 +99,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-func printLoadUsage(fs *flag.FlagSet, w io.Writer) {
-	fmt.Fprint(w, `Usage: wallprof load [flags] [METHOD] URL
+const loadUsage = `Usage: wallprof load [flags] [METHOD] URL
        wallprof load [flags] --targets FILE
 
 Applies HTTP load and reports the achieved rate, the success rate, latency
@@ -126,10 +117,7 @@ Ctrl-C stops the load and still prints the report. A progress line shows on
 a terminal. The open-files limit is raised when the load needs it.
 
 Flags:
-`)
-	fs.SetOutput(w)
-	fs.PrintDefaults()
-}
+`
 
 // loadOptions turns the flags and arguments into load options.
 func loadOptions(f *loadFlags, args []string) (load.Options, error) {

@@ -42,7 +42,7 @@ func usage() string {
 	for _, n := range names {
 		b.WriteString(commands[n].usage)
 	}
-	b.WriteString("  wallprof version\n\nRun 'wallprof COMMAND --help' for the flags of a command.\n")
+	b.WriteString("  wallprof version\n\nRun 'wallprof help COMMAND' (or 'wallprof COMMAND --help') for the flags of a command.\n")
 	return b.String()
 }
 
@@ -65,8 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "wallprof", version)
 		return exitOK
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage())
-		return exitOK
+		return help(ctx, args[1:], stdout, stderr)
 	}
 	c, ok := commands[args[0]]
 	if !ok {
@@ -74,4 +73,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	return c.run(ctx, args[1:], stdout, stderr)
+}
+
+// help prints the top-level usage, or with a command's name that command's
+// usage ('wallprof help record' is 'wallprof record --help'), on stdout.
+func help(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stdout, usage())
+		return exitOK
+	}
+	c, ok := commands[args[0]]
+	if !ok || len(args) > 1 {
+		if ok {
+			fmt.Fprintf(stderr, "wallprof help: give one command, e.g. 'wallprof help %s'.\n", args[0])
+		} else {
+			fmt.Fprintf(stderr, "wallprof help: unknown command %q; run 'wallprof help' for the list.\n", args[0])
+		}
+		return exitUsage
+	}
+	return c.run(ctx, []string{"--help"}, stdout, stderr)
 }

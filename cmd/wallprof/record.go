@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/wallprof/wallprof/internal/collect"
 	"github.com/wallprof/wallprof/internal/linux"
+	"github.com/wallprof/wallprof/internal/outfile"
 	"github.com/wallprof/wallprof/internal/present"
 	"github.com/wallprof/wallprof/internal/profile"
 	"github.com/wallprof/wallprof/internal/record"
@@ -61,10 +61,9 @@ type recordFlags struct {
 	gview    string
 }
 
-func parseRecordFlags(args []string, stderr io.Writer) (*recordFlags, []string, int) {
+func parseRecordFlags(args []string, stdout, stderr io.Writer) (*recordFlags, []string, int) {
 	f := &recordFlags{}
-	fs := flag.NewFlagSet("record", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newCmdFlags("record", recordUsage, stdout, stderr)
 	fs.IntVar(&f.pid, "p", 0, "record the running process `PID`")
 	fs.IntVar(&f.pid, "pid", 0, "same as -p")
 	fs.IntVar(&f.freq, "F", collect.DefaultFreq, "sampling frequency in `Hz` of on-CPU stacks (1 to 20000); an off-CPU stack stands for a quarter period of a thread's time off CPU, at least 1ms")
@@ -76,42 +75,30 @@ func parseRecordFlags(args []string, stderr io.Writer) (*recordFlags, []string, 
 	fs.BoolVar(&f.quiet, "q", false, "print nothing but errors")
 	fs.StringVar(&f.gview, "goroutines", "auto", "the goroutine view of a Go program (its goroutines' time running, runnable and waiting, with wait reasons): auto (when the target is a Go program) or off")
 	fs.StringVar(&f.stats, "bpf-stats", "sampled", "how to measure wallprof's own BPF run time: sampled (the kernel's BPF statistics on 10% of the time, total extrapolated; measured throughout when kernel.bpf_stats_enabled is already 1), full (on all the time: exact, but they cost two clock reads per probe run, about as much as the probes), off")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, recordUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, nil, exitOK
-		}
-		return nil, nil, exitUsage
+	if code, done := fs.parseToArgs(args); done {
+		return nil, nil, code
 	}
 	cmd := fs.Args()
+	usageError := func(format string, a ...any) (*recordFlags, []string, int) {
+		return nil, nil, fs.usageError(format, a...)
+	}
 	switch {
 	case f.pid != 0 && len(cmd) > 0:
-		fmt.Fprintln(stderr, "wallprof record: give either -p PID or -- COMMAND, not both.")
-		return nil, nil, exitUsage
+		return usageError("give either -p PID or -- COMMAND, not both.")
 	case f.pid == 0 && len(cmd) == 0:
-		fmt.Fprintln(stderr, "wallprof record: say what to record: -p PID for a running process, or -- COMMAND to launch one.")
-		return nil, nil, exitUsage
+		return usageError("say what to record: -p PID for a running process, or -- COMMAND to launch one.")
 	case f.pid < 0:
-		fmt.Fprintf(stderr, "wallprof record: -p %d is not a process ID.\n", f.pid)
-		return nil, nil, exitUsage
+		return usageError("-p %d is not a process ID.", f.pid)
 	case f.freq < 1 || f.freq > collect.MaxFreq:
-		fmt.Fprintf(stderr, "wallprof record: -F %d is out of range: use 1 to %d Hz.\n", f.freq, collect.MaxFreq)
-		return nil, nil, exitUsage
+		return usageError("-F %d is out of range: use 1 to %d Hz.", f.freq, collect.MaxFreq)
 	case f.duration < 0:
-		fmt.Fprintln(stderr, "wallprof record: --duration must be positive.")
-		return nil, nil, exitUsage
+		return usageError("--duration must be positive.")
 	case f.stats != "sampled" && f.stats != "full" && f.stats != "off":
-		fmt.Fprintf(stderr, "wallprof record: unknown --bpf-stats %q: use sampled, full or off.\n", f.stats)
-		return nil, nil, exitUsage
+		return usageError("unknown --bpf-stats %q: use sampled, full or off.", f.stats)
 	case f.gview != "auto" && f.gview != "off":
-		fmt.Fprintf(stderr, "wallprof record: unknown --goroutines %q: use auto or off.\n", f.gview)
-		return nil, nil, exitUsage
+		return usageError("unknown --goroutines %q: use auto or off.", f.gview)
 	case f.format != "pprof" && f.format != "collapsed":
-		fmt.Fprintf(stderr, "wallprof record: unknown --format %q: use pprof or collapsed.\n", f.format)
-		return nil, nil, exitUsage
+		return usageError("unknown --format %q: use pprof or collapsed.", f.format)
 	}
 	return f, cmd, -1
 }
@@ -135,7 +122,7 @@ func preflight() string {
 }
 
 func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	f, cmdArgs, code := parseRecordFlags(args, stderr)
+	f, cmdArgs, code := parseRecordFlags(args, stdout, stderr)
 	if code >= 0 {
 		return code
 	}
@@ -181,39 +168,26 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return c.finish(out)
 }
 
-// output writes to a temporary file beside the target and renames it when
-// complete, so a failed run never leaves a half-written profile.
+// output is the profile being written, through an outfile.File: a
+// temporary file beside the target, renamed when complete, so that a failed
+// run never leaves a half-written profile. (A thin name for the recording
+// code: tmp is where to write, commit and abandon end it.)
 type output struct {
 	path string
-	tmp  *os.File
+	tmp  *outfile.File
 }
 
 func newOutput(path string) (*output, error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	f, err := outfile.Create(path)
 	if err != nil {
 		return nil, err
 	}
-	return &output{path: path, tmp: tmp}, nil
+	return &output{path: path, tmp: f}, nil
 }
 
-func (o *output) commit() error {
-	if err := o.tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(o.tmp.Name(), o.path); err != nil {
-		return err
-	}
-	o.tmp = nil
-	return nil
-}
+func (o *output) commit() error { return o.tmp.Commit() }
 
-func (o *output) abandon() {
-	if o.tmp != nil {
-		o.tmp.Close()
-		os.Remove(o.tmp.Name())
-	}
-}
+func (o *output) abandon() { o.tmp.Abandon() }
 
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)

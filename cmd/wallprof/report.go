@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,22 +16,7 @@ func init() {
 	commands["report"] = command{order: 20, run: runReport, usage: "  wallprof report [flags] FILE              print a text (or JSON) summary of a profile\n"}
 }
 
-func runReport(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("report", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	top := fs.Int("top", present.DefaultTop, "number of functions per table (negative: all)")
-	asJSON := fs.Bool("json", false, "write the report as JSON (schema "+present.ReportFormat+")")
-	tree := fs.Bool("tree", false, "print the call tree, with wall, on-CPU and off-CPU time per node")
-	threads := fs.Bool("threads", false, "print the per-thread table: wall, on-CPU, runnable and blocked time by kind")
-	states := fs.Bool("states", false, "print the totals by state")
-	nodeFraction := fs.Float64("nodefraction", present.DefaultNodeFraction, "hide call-tree nodes under this fraction of the total wall time (0: show all)")
-	focus := fs.String("focus", "", "keep only samples with a frame matching this regexp (function, file or mapping name)")
-	ignore := fs.String("ignore", "", "drop samples with a frame matching this regexp")
-	hide := fs.String("hide", "", "remove frames matching this regexp from the stacks")
-	gview := fs.Bool("goroutines", false, "Go programs: goroutine groups (by creation site) with their count and their time running, runnable and waiting by wait reason")
-	focusG := fs.String("focus-goroutines", "", "with --goroutines: only the groups whose creator or goroutine function matches this regexp")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: wallprof report [flags] FILE
+const reportUsage = `Usage: wallprof report [flags] FILE
 
 Prints the recording's totals by state, lost events and wallprof's own cost,
 the top functions by wall, on-CPU and off-CPU time (flat and cumulative), and
@@ -52,26 +36,32 @@ measured per-thread totals are not filtered. --json always holds the header,
 states, top functions and threads, and the tree with --tree.
 
 Flags:
-`)
-		fs.PrintDefaults()
-	}
-	if err := parseInterspersed(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+`
+
+func runReport(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newCmdFlags("report", reportUsage, stdout, stderr)
+	top := fs.Int("top", present.DefaultTop, "number of functions per table (negative: all)")
+	asJSON := fs.Bool("json", false, "write the report as JSON (schema "+present.ReportFormat+")")
+	tree := fs.Bool("tree", false, "print the call tree, with wall, on-CPU and off-CPU time per node")
+	threads := fs.Bool("threads", false, "print the per-thread table: wall, on-CPU, runnable and blocked time by kind")
+	states := fs.Bool("states", false, "print the totals by state")
+	nodeFraction := fs.Float64("nodefraction", present.DefaultNodeFraction, "hide call-tree nodes under this fraction of the total wall time (0: show all)")
+	focus := fs.String("focus", "", "keep only samples with a frame matching this regexp (function, file or mapping name)")
+	ignore := fs.String("ignore", "", "drop samples with a frame matching this regexp")
+	hide := fs.String("hide", "", "remove frames matching this regexp from the stacks")
+	gview := fs.Bool("goroutines", false, "Go programs: goroutine groups (by creation site) with their count and their time running, runnable and waiting by wait reason")
+	focusG := fs.String("focus-goroutines", "", "with --goroutines: only the groups whose creator or goroutine function matches this regexp")
+	if code, done := fs.parse(args); done {
+		return code
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "wallprof report: give exactly one profile file, e.g. 'wallprof report app.pb.gz'.")
-		return exitUsage
+		return fs.usageError("give exactly one profile file, e.g. 'wallprof report app.pb.gz'.")
 	}
 	filter, err := present.CompileFilter(*focus, *ignore, *hide)
 	if err != nil {
-		fmt.Fprintf(stderr, "wallprof report: %v.\n", err)
-		return exitUsage
+		return fs.usageError("%v.", err)
 	}
-	topSet := false
-	fs.Visit(func(f *flag.Flag) { topSet = topSet || f.Name == "top" })
+	topSet := fs.isSet("top")
 	opt := present.ReportOptions{
 		Top: *top, JSON: *asJSON, ShowTop: topSet,
 		Tree: *tree, Threads: *threads, States: *states,
@@ -89,8 +79,7 @@ Flags:
 		var re *regexp.Regexp
 		if *focusG != "" {
 			if re, err = regexp.Compile(*focusG); err != nil {
-				fmt.Fprintf(stderr, "wallprof report: --focus-goroutines %q is not a valid regular expression: %v.\n", *focusG, err)
-				return exitUsage
+				return fs.usageError("--focus-goroutines %q is not a valid regular expression: %v.", *focusG, err)
 			}
 		}
 		gr, err := present.NewGoroutineReport(p, re)

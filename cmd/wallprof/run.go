@@ -6,7 +6,6 @@ import (
 	"debug/buildinfo"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -25,6 +24,7 @@ import (
 	"github.com/wallprof/wallprof/internal/goruntime/gctrace"
 	"github.com/wallprof/wallprof/internal/linux"
 	"github.com/wallprof/wallprof/internal/load"
+	"github.com/wallprof/wallprof/internal/outfile"
 	"github.com/wallprof/wallprof/internal/present"
 	"github.com/wallprof/wallprof/internal/present/flame"
 	"github.com/wallprof/wallprof/internal/record"
@@ -33,7 +33,7 @@ import (
 
 func init() {
 	commands["run"] = command{order: 85, run: runRun,
-		usage: "  wallprof run [flags] --load URL -- SERVER   start a Go server, load it, profile it: one HTML report\n"}
+		usage: "  wallprof run [flags] --load URL -- SERVER start a Go server, load it, profile it: one HTML report\n"}
 }
 
 const runUsage = `Usage: wallprof run [flags] --load '[METHOD] URL' -- SERVER [ARGS...]
@@ -78,11 +78,10 @@ type runFlags struct {
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var f runFlags
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newCmdFlags("run", runUsage, stdout, stderr)
 	fs.StringVar(&f.target, "load", "", "the request to load the server with: '[METHOD] URL'")
 	fs.StringVar(&f.targets, "targets", "", "read the requests from this file instead (vegeta's format), sent in turn")
-	f.register(fs)
+	f.register(fs.FlagSet)
 	fs.StringVar(&f.ready, "ready", "", "the server is ready when a GET of this URL answers 2xx (default: when a GET of the load URL gets any answer but a 5xx)")
 	fs.DurationVar(&f.readyTimeout, "ready-timeout", 30*time.Second, "give up if the server is not ready after this long")
 	fs.StringVar(&f.pprofURL, "pprof", "", "the server's net/http/pprof base URL, e.g. http://localhost:8080/debug/pprof")
@@ -93,21 +92,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.noRecord, "no-record", false, "do not record the wall-clock profile (it needs root)")
 	fs.DurationVar(&f.grace, "grace", 5*time.Second, "after SIGTERM, wait this long for the server to exit before SIGKILL")
 	fs.StringVar(&f.output, "o", "wallprof-run.html", "write the HTML report to `FILE`; the raw files go next to it")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, runUsage)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "wallprof run: %v; run 'wallprof run --help' for the flags.\n", err)
-		return exitUsage
+	if code, done := fs.parseToArgs(args); done {
+		return code
 	}
 	server := fs.Args()
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "wallprof run: "+format+"\n", a...)
-		return exitUsage
-	}
+	usageErr := fs.usageError
 	if len(server) == 0 {
 		return usageErr("give the server command after --, e.g. 'wallprof run --load http://localhost:8080/ --rate 100/s --duration 10s -- ./server'.")
 	}
@@ -765,24 +754,10 @@ func fetchProfile(ctx context.Context, base, name string, gc bool) (*profile.Pro
 	return p, nil
 }
 
-// writeFile writes a file through a temporary name, so that a failed write
-// leaves no half file.
+// writeFile writes a file atomically (outfile.Write), so that a failed
+// write leaves no half file.
 func writeFile(path string, write func(io.Writer) error) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if err := write(f); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, path)
+	return outfile.Write(path, write)
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,13 +25,7 @@ func init() {
 // defaultViewAddr binds the web UI to the loopback interface, on a free port.
 const defaultViewAddr = "localhost:0"
 
-func runView(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("view", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("http", defaultViewAddr, "serve the web UI on this host:port (port 0: a free one)")
-	noBrowser := fs.Bool("no-browser", false, "do not open a browser, only print the URL")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: wallprof view [flags] FILE
+const viewUsage = `Usage: wallprof view [flags] FILE
 
 Serves google/pprof's web UI (flame graph, top, graph, source, peek) for
 FILE, a profile written by 'wallprof record' or any pprof file, and prints
@@ -41,23 +34,21 @@ a browser when one is available (a graphical session with xdg-open), and
 runs until Ctrl-C. The wall sample type is shown first when the file has one.
 
 Flags:
-`)
-		fs.PrintDefaults()
-	}
-	if err := parseInterspersed(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+`
+
+func runView(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newCmdFlags("view", viewUsage, stdout, stderr)
+	addr := fs.String("http", defaultViewAddr, "serve the web UI on this host:port (port 0: a free one)")
+	noBrowser := fs.Bool("no-browser", false, "do not open a browser, only print the URL")
+	if code, done := fs.parse(args); done {
+		return code
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "wallprof view: give exactly one profile file, e.g. 'wallprof view app.pb.gz'.")
-		return exitUsage
+		return fs.usageError("give exactly one profile file, e.g. 'wallprof view app.pb.gz'.")
 	}
 	host, port, err := net.SplitHostPort(*addr)
 	if err != nil {
-		fmt.Fprintf(stderr, "wallprof view: --http %q is not a host:port address (try localhost:8080).\n", *addr)
-		return exitUsage
+		return fs.usageError("--http %q is not a host:port address (try localhost:8080).", *addr)
 	}
 	if host == "" {
 		host = "localhost"

@@ -15,7 +15,7 @@ import (
 )
 
 // Format is the schema name of Result's JSON form.
-const Format = "wallprof-load/v1"
+const Format = "wallprof.load/v1"
 
 // Result is what a load measured. It serialises to JSON (schema Format);
 // durations are in nanoseconds.

@@ -14,7 +14,7 @@ import (
 
 // DiffFormat identifies the JSON diff report's schema. Fields are only
 // added within a version.
-const DiffFormat = "wallprof-diff/v1"
+const DiffFormat = "wallprof.diff/v1"
 
 // DiffOptions configures WriteDiff.
 type DiffOptions struct {

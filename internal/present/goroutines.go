@@ -12,7 +12,7 @@ import (
 )
 
 // GoroutinesFormat names the JSON schema of a GoroutineReport.
-const GoroutinesFormat = "wallprof.goroutines/1"
+const GoroutinesFormat = "wallprof.goroutines/v1"
 
 // GoroutineReport is a Go program's goroutine time by group (creation
 // site): how many goroutines, and the share of their time running,

@@ -38,7 +38,7 @@ const DefaultTop = 20
 
 // ReportFormat identifies the JSON report's schema. Fields are only added
 // within a version; renaming or removing one bumps it.
-const ReportFormat = "wallprof-report/v1"
+const ReportFormat = "wallprof.report/v1"
 
 // Report is the data of `wallprof report`, and the schema of its JSON form.
 // Times are integer nanoseconds, percentages are rounded to 0.01.

@@ -16,7 +16,7 @@ import (
 )
 
 // Format names the JSON schema of a Report.
-const Format = "wallprof.run/1"
+const Format = "wallprof.run/v1"
 
 // Report is one investigation. Times called "offset" are measured from the
 // moment the server was started, the clock of its gctrace lines.

@@ -10,7 +10,7 @@ import (
 )
 
 // Format names the JSON schema of a Report.
-const Format = "wallprof.escapes/1"
+const Format = "wallprof.escapes/v1"
 
 // Report is the ranked allocation sites of a profile, each with its reasons.
 type Report struct {

@@ -11,7 +11,7 @@ import (
 )
 
 // Format names the JSON schema written by WriteJSON.
-const Format = "wallprof.gctrace/1"
+const Format = "wallprof.gctrace/v1"
 
 // ms converts a duration to milliseconds, rounded to the microsecond.
 func ms(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
