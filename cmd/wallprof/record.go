@@ -150,11 +150,14 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	} else if !linux.ProcessExists(f.pid) {
 		return fail("no process with PID %d is running.", f.pid)
 	}
-	out, err := newOutput(f.output)
+	// The output file is created before recording, beside its final name,
+	// and renamed when complete: a path that cannot be written fails now,
+	// and a failed run leaves no half-written profile.
+	out, err := outfile.Create(f.output)
 	if err != nil {
 		return fail("cannot write the profile to %s: %v.", f.output, errors.Unwrap(err))
 	}
-	defer out.abandon()
+	defer out.Abandon()
 
 	c := &recorder{flags: f, stderr: stderr, status: isTerminal(stderr) && !f.quiet}
 	if cmdPath != "" {
@@ -167,27 +170,6 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	return c.finish(out)
 }
-
-// output is the profile being written, through an outfile.File: a
-// temporary file beside the target, renamed when complete, so that a failed
-// run never leaves a half-written profile. (A thin name for the recording
-// code: tmp is where to write, commit and abandon end it.)
-type output struct {
-	path string
-	tmp  *outfile.File
-}
-
-func newOutput(path string) (*output, error) {
-	f, err := outfile.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	return &output{path: path, tmp: f}, nil
-}
-
-func (o *output) commit() error { return o.tmp.Commit() }
-
-func (o *output) abandon() { o.tmp.Abandon() }
 
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
@@ -405,7 +387,7 @@ func (c *recorder) stop() int {
 	return exitOK
 }
 
-func (c *recorder) finish(out *output) int {
+func (c *recorder) finish(out *outfile.File) int {
 	p, err := c.rec.Profile()
 	if err != nil {
 		fmt.Fprintf(c.stderr, "wallprof record: %v.\n", err)
@@ -421,17 +403,17 @@ func (c *recorder) finish(out *output) int {
 	return exitOK
 }
 
-func (c *recorder) write(out *output, p *profile.Profile) error {
+func (c *recorder) write(out *outfile.File, p *profile.Profile) error {
 	var err error
 	if c.flags.format == "collapsed" {
-		err = present.WriteCollapsed(out.tmp, p, present.CollapsedOptions{})
+		err = present.WriteCollapsed(out, p, present.CollapsedOptions{})
 	} else {
-		err = present.WritePprof(out.tmp, p)
+		err = present.WritePprof(out, p)
 	}
 	if err != nil {
 		return err
 	}
-	return out.commit()
+	return out.Commit()
 }
 
 func (c *recorder) summary(p *profile.Profile) {

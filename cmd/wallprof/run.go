@@ -170,12 +170,12 @@ func newInvestigation(f *runFlags, argv []string, path string, opts load.Options
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("cannot write the report to %s: %s is not a directory", f.output, dir)
 	}
-	probe, err := os.CreateTemp(dir, ".wallprof-run-*")
+	// Can the report be written? Find out before the server starts.
+	probe, err := outfile.Create(out)
 	if err != nil {
-		return nil, fmt.Errorf("cannot write the report to %s: %v", f.output, err)
+		return nil, fmt.Errorf("cannot write the report to %s: %v", f.output, errors.Unwrap(err))
 	}
-	probe.Close()
-	os.Remove(probe.Name())
+	probe.Abandon()
 	prefix := strings.TrimSuffix(filepath.Base(out), filepath.Ext(out))
 	return &investigation{f: f, argv: argv, path: path, opts: opts, stderr: stderr, dir: dir, prefix: prefix,
 		rep: &runreport.Report{Format: runreport.Format, Command: argv, Artefacts: map[string]string{}}}, nil
@@ -423,16 +423,7 @@ func (inv *investigation) wallSection() []byte {
 	if err != nil {
 		return nil // stopRecording said why
 	}
-	out, err := newOutput(inv.wallPath)
-	if err == nil {
-		err = present.WritePprof(out.tmp, p)
-		if err == nil {
-			err = out.commit()
-		} else {
-			out.abandon()
-		}
-	}
-	if err != nil {
+	if err := writeFile(inv.wallPath, func(w io.Writer) error { return present.WritePprof(w, p) }); err != nil {
 		inv.note("cannot write the wall-clock profile: %v", err)
 		inv.rep.Profile = ""
 	}
