@@ -119,12 +119,14 @@ func Open(plan Plan) (*Session, error) {
 		s.Close()
 		return nil, fmt.Errorf("configure BPF program (start_ns): %w", err)
 	}
+	// The statistics cover the same time as the recording, attaching
+	// included: the share of it they were on is what scales their totals.
+	if plan.Stats != StatsOff {
+		s.stats.start(plan.Stats)
+	}
 	if err := s.attach(); err != nil {
 		s.Close()
 		return nil, err
-	}
-	if plan.Stats != StatsOff {
-		s.stats.start(plan.Stats)
 	}
 	rd, err := ringbuf.NewReader(s.objs.core.Events)
 	if err != nil {

@@ -54,6 +54,9 @@ type statsSwitch struct {
 	stop  chan struct{}
 	done  chan struct{}
 	err   error
+	// always: the administrator keeps the statistics on, so they measured
+	// the whole recording, whatever this switch did.
+	always bool
 }
 
 func (w *statsSwitch) enable() {
@@ -87,6 +90,7 @@ func (w *statsSwitch) start(mode StatsMode) {
 	w.stop, w.done = make(chan struct{}), make(chan struct{})
 	w.enable()
 	if statsAlreadyOn() {
+		w.always = true
 		// Someone else keeps them on (sysctl kernel.bpf_stats_enabled=1):
 		// the programs are measured all the time whatever we do, and a
 		// total scaled up from a window would be too large.

@@ -134,7 +134,7 @@ func (s *Session) Stop() (*Result, error) {
 	if on := s.stats.finish(); on > 0 {
 		rt, n := s.bpfStats()
 		res.Cost.BPFStatsShare = float64(on) / float64(time.Duration(end-s.startNs))
-		if res.Cost.BPFStatsShare > 1 {
+		if res.Cost.BPFStatsShare > 1 || s.stats.always {
 			res.Cost.BPFStatsShare = 1
 		}
 		// Sampled: scale what was measured while the statistics were on.
