@@ -265,6 +265,15 @@ func BuildWindow(res *Result, a *Aggregator, scale CPUScale, kernel KernelResolv
 }
 
 func build(res *Result, a *Aggregator, kernel KernelResolver, command string) *profile.Profile {
+	for _, r := range append(a.carried, res.Remainders...) {
+		a.AddRemainder(r)
+	}
+	return buildEntries(res, a, a.order, kernel, command)
+}
+
+// buildEntries builds the profile of entries, aggregated by a, with the
+// threads of res.
+func buildEntries(res *Result, a *Aggregator, entries []*aggEntry, kernel KernelResolver, command string) *profile.Profile {
 	p := &profile.Profile{
 		Start:    res.WallStart,
 		Duration: time.Duration(res.EndNs - res.StartNs),
@@ -283,11 +292,8 @@ func build(res *Result, a *Aggregator, kernel KernelResolver, command string) *p
 	if res.Resume {
 		p.Recorder.Accounting = profile.AccountResumption
 	}
-	for _, r := range append(a.carried, res.Remainders...) {
-		a.AddRemainder(r)
-	}
 	b := &builder{p: p, a: a, kernel: kernel, locs: map[locKey]*profile.Location{}, maps: map[*profile.Mapping]*profile.Mapping{}}
-	for _, e := range a.order {
+	for _, e := range entries {
 		p.Samples = append(p.Samples, b.sample(e))
 	}
 	for _, t := range res.Threads {
@@ -310,13 +316,13 @@ type builder struct {
 	maps   map[*profile.Mapping]*profile.Mapping
 	kmap   *profile.Mapping
 
-	unsampled *profile.Location
+	unsampled [2]*profile.Location
 }
 
 func (b *builder) sample(e *aggEntry) *profile.Sample {
 	s := &profile.Sample{PID: int(e.pid), TID: int(e.tid), Thread: e.comm, GoID: e.goid, State: e.state, Value: e.value}
 	if e.unsampled {
-		s.Stack = []*profile.Location{b.unsampledLoc()}
+		s.Stack = []*profile.Location{b.unsampledLoc(e.state)}
 		return s
 	}
 	for i, addr := range e.kernel {
@@ -342,13 +348,18 @@ func (b *builder) sample(e *aggEntry) *profile.Sample {
 	return s
 }
 
-// unsampledLoc is the location of UnsampledFunction: no address, no mapping.
-func (b *builder) unsampledLoc() *profile.Location {
-	if b.unsampled == nil {
-		b.unsampled = &profile.Location{ID: uint64(len(b.p.Locs) + 1), Frames: []profile.Frame{{Function: UnsampledFunction}}}
-		b.p.Locs = append(b.p.Locs, b.unsampled)
+// unsampledLoc is the location of UnsampledFunction (on CPU) or
+// UnseenOffCPUFunction: no address, no mapping.
+func (b *builder) unsampledLoc(st profile.State) *profile.Location {
+	i, name := 0, UnsampledFunction
+	if st != profile.OnCPU {
+		i, name = 1, UnseenOffCPUFunction
 	}
-	return b.unsampled
+	if b.unsampled[i] == nil {
+		b.unsampled[i] = &profile.Location{ID: uint64(len(b.p.Locs) + 1), Frames: []profile.Frame{{Function: name}}}
+		b.p.Locs = append(b.p.Locs, b.unsampled[i])
+	}
+	return b.unsampled[i]
 }
 
 func (b *builder) kernelLoc(addr uint64, leaf bool) *profile.Location {

@@ -63,6 +63,11 @@ type ThreadState struct {
 	OnCPU                        bool
 	OutState                     profile.State
 	Exited                       bool
+	// Resume mode: Based says LastExec and RdOut hold the thread's CPU time
+	// (sum_exec_runtime) and schedstat run_delay at its latest resumption
+	// (InTS).
+	Based           bool
+	LastExec, RdOut uint64
 }
 
 // ThreadExit is a thread's final record, sent when it exits.
@@ -196,6 +201,10 @@ func decodeTState(b []byte) ThreadState {
 		t.OutState = profile.Other
 	}
 	t.Exited = b[off+6] != 0
+	t.Based = b[off+7] != 0
+	// wake_cpu and pad2 (8 bytes), then last_exec, last_runnable, rd_out.
+	t.LastExec = le.Uint64(b[off+16:])
+	t.RdOut = le.Uint64(b[off+32:])
 	return t
 }
 

@@ -90,16 +90,19 @@ type tstateRec struct {
 	time, acc                    [5]uint64
 	pid                          uint32
 	onCPU, outState, exited      uint8
+	based                        uint8
 	wakeCPU                      uint32
+	lastExec, rdOut              uint64
 }
 
 // tstatePrefix is the size of the part of struct tstate that the decoder
-// reads: in_ts up to and including pad2. Fields added after it (such as
-// last_exec) are the BPF program's own bookkeeping; the records built here
-// fill them with a marker that the decoder must ignore. That the whole struct
+// reads: in_ts up to and including rd_out (last_runnable, between them, is
+// not decoded). Fields added after it (nvcsw, nivcsw) are the BPF program's
+// own bookkeeping; the records built here fill them, and last_runnable,
+// with a marker that the decoder must ignore. That the whole struct
 // is tstateSize bytes is checked against bpf2go's output in
 // TestRecordSizesMatchGenerated.
-const tstatePrefix = 4*8 + 5*8 + 5*8 + 4 + 4*1 + 4 + 4 // 128
+const tstatePrefix = 4*8 + 5*8 + 5*8 + 4 + 4*1 + 4 + 4 + 3*8 // 152
 
 func (t tstateRec) write(w *leWriter) {
 	w.u64(t.inTS)
@@ -116,9 +119,12 @@ func (t tstateRec) write(w *leWriter) {
 	w.u8(t.onCPU)
 	w.u8(t.outState)
 	w.u8(t.exited)
-	w.u8(0) // pad
+	w.u8(t.based)
 	w.u32(t.wakeCPU)
 	w.u32(0) // pad2
+	w.u64(t.lastExec)
+	w.u64(0xabababababababab) // last_runnable, not decoded
+	w.u64(t.rdOut)
 	for i := tstatePrefix; i < tstateSize; i++ {
 		w.u8(0xab) // fields past pad2, not decoded
 	}
@@ -235,6 +241,9 @@ func TestRecordSizesMatchGenerated(t *testing.T) {
 		{"tstate.on_cpu", unsafe.Offsetof(ts.OnCpu), 36 + 16*uintptr(nstates)},
 		{"tstate.out_state", unsafe.Offsetof(ts.OutState), 37 + 16*uintptr(nstates)},
 		{"tstate.exited", unsafe.Offsetof(ts.Exited), 38 + 16*uintptr(nstates)},
+		{"tstate.based", unsafe.Offsetof(ts.Based), 39 + 16*uintptr(nstates)},
+		{"tstate.last_exec", unsafe.Offsetof(ts.LastExec), 48 + 16*uintptr(nstates)},
+		{"tstate.rd_out", unsafe.Offsetof(ts.RdOut), 64 + 16*uintptr(nstates)},
 	}
 	for _, o := range offsets {
 		if o.got != o.want {
@@ -275,7 +284,7 @@ func TestDecodeGeneratedStructs(t *testing.T) {
 	ee.Type, ee.Pid, ee.Tid, ee.Ts = evExit, 21, 22, 23
 	ee.St = bpf.WallprofTstate{InTs: 1, OutTs: 2, WakeTs: 3, FirstTs: 4, Time: [5]uint64{5, 6, 7, 8, 9},
 		Acc: [5]uint64{10, 11, 12, 13, 14}, Pid: 21, OnCpu: 1, OutState: 3,
-		Exited: 1, WakeCpu: 5}
+		Exited: 1, Based: 1, WakeCpu: 5, LastExec: 31, LastRunnable: 32, RdOut: 33}
 	for i, c := range "exiting" {
 		ee.Comm[i] = int8(c)
 	}
@@ -290,7 +299,7 @@ func TestDecodeGeneratedStructs(t *testing.T) {
 	e := ev.(*ThreadExit)
 	wantSt := ThreadState{InTS: 1, OutTS: 2, WakeTS: 3, FirstTS: 4, Time: [5]uint64{5, 6, 7, 8, 9},
 		Acc: [5]uint64{10, 11, 12, 13, 14}, PID: 21, OnCPU: true,
-		OutState: profile.Disk, Exited: true}
+		OutState: profile.Disk, Exited: true, Based: true, LastExec: 31, RdOut: 33}
 	if e.PID != 21 || e.TID != 22 || e.TS != 23 || e.Comm != "exiting" || e.State != wantSt {
 		t.Errorf("exit = %+v, want pid 21 tid 22 ts 23 comm exiting state %+v", e, wantSt)
 	}

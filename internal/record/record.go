@@ -58,6 +58,10 @@ type Options struct {
 	// Plan, if set, adjusts the plan before the session opens: the
 	// command's knobs for comparing ways of recording.
 	Plan func(*collect.Plan)
+	// Live, when positive, keeps the last Live buckets of the recording
+	// for views that refresh while it runs (wallprof top): Tick closes a
+	// bucket, Window builds the profile of the latest ones.
+	Live int
 }
 
 // ErrExited says the target exited before recording started.
@@ -72,6 +76,8 @@ type session interface {
 	Counts() (samples, lost uint64)
 	Stop() (*collect.Result, error)
 	Close()
+	StartNs() uint64
+	Peek() ([]*collect.ThreadRecord, uint64, error)
 }
 
 // goSampler is what a Recording needs of the goroutine view.
@@ -124,6 +130,14 @@ type Recording struct {
 	// program is the program the target was run as and the file it runs
 	// (they differ for a program run through a symlink); zero if unknown.
 	program linux.Program
+
+	// live divides the recording into buckets (Options.Live); aggMu then
+	// keeps its ticks and windows apart from the samples' arrival.
+	live    *collect.Live
+	aggMu   sync.Mutex
+	kernel  collect.KernelResolver
+	kernErr error
+	kernOK  bool
 
 	mu      sync.Mutex
 	notes   []string
@@ -178,6 +192,9 @@ func start(pid int, o Options, d deps) (*Recording, error) {
 		return nil, err
 	}
 	r.session = s
+	if o.Live > 0 {
+		r.live = collect.NewLive(r.agg, s.StartNs(), plan.PeriodNs(), o.Live)
+	}
 	if r.command == "" {
 		r.command = cmdline(pid)
 	}
@@ -215,6 +232,10 @@ func (r *Recording) newAggregator() *collect.Aggregator {
 
 // add takes one sample from the session.
 func (r *Recording) add(s *collect.RawSample) {
+	if r.live != nil {
+		r.aggMu.Lock()
+		defer r.aggMu.Unlock()
+	}
 	r.agg.Add(s)
 	if tap := r.gotap.Load(); tap != nil && tap.s.Active() {
 		// Mark the sample with the goroutine the latest snapshot had on
@@ -223,6 +244,47 @@ func (r *Recording) add(s *collect.RawSample) {
 		t.GoID = tap.s.Running(int(s.TID))
 		tap.agg.Add(&t)
 	}
+}
+
+// Tick closes a bucket of the live view (Options.Live) now.
+func (r *Recording) Tick() error {
+	if r.live == nil {
+		return errors.New("not a live recording")
+	}
+	threads, now, err := r.session.Peek()
+	if err != nil {
+		return err
+	}
+	r.aggMu.Lock()
+	defer r.aggMu.Unlock()
+	r.live.Tick(threads, now)
+	return nil
+}
+
+// Window returns the profile of the live view's last n buckets (nil for a
+// recording that is not live). Its threads are named as their samples name
+// them.
+func (r *Recording) Window(n int) *profile.Profile {
+	if r.live == nil {
+		return nil
+	}
+	kr := r.kernelSymbols()
+	r.aggMu.Lock()
+	p := r.live.Window(n, kr, r.command)
+	r.aggMu.Unlock()
+	p.NameProgram(r.program.Path, r.program.Exe)
+	return p
+}
+
+// kernelSymbols loads the kernel's symbols once.
+func (r *Recording) kernelSymbols() collect.KernelResolver {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.kernOK {
+		r.kernel, r.kernErr = r.deps.kernel()
+		r.kernOK = true
+	}
+	return r.kernel
 }
 
 // Command is how the profile names the target.
@@ -312,10 +374,9 @@ func (r *Recording) Profile() (*profile.Profile, error) {
 	r.mu.Unlock()
 	defer r.cache.Close()
 
-	kr, err := r.deps.kernel()
-	if err != nil {
-		kr = nil
-		r.Note("kernel frames are not symbolized: %v", err)
+	kr := r.kernelSymbols()
+	if r.kernErr != nil {
+		r.Note("kernel frames are not symbolized: %v", r.kernErr)
 	}
 	res := r.result
 	if n := res.RecoveredSwitchIns; n > 0 && res.Resume {

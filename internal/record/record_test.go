@@ -89,6 +89,9 @@ type fakeSession struct {
 	// final is sent to the sink while Stop drains, like the stacks of the
 	// threads still off CPU at the end.
 	final *collect.RawSample
+	// peek and now are what Peek returns.
+	peek []*collect.ThreadRecord
+	now  uint64
 }
 
 func (s *fakeSession) SeedThreads(pid int) error {
@@ -109,6 +112,11 @@ func (s *fakeSession) Run(sink func(*collect.RawSample)) {
 func (s *fakeSession) SetReadInterval(time.Duration) { s.w.record("read-interval") }
 func (s *fakeSession) Counts() (uint64, uint64)      { return 0, 0 }
 func (s *fakeSession) Close()                        { s.w.record("close") }
+func (s *fakeSession) StartNs() uint64               { return 0 }
+func (s *fakeSession) Peek() ([]*collect.ThreadRecord, uint64, error) {
+	s.w.record("peek")
+	return s.peek, s.now, nil
+}
 
 func (s *fakeSession) Stop() (*collect.Result, error) {
 	s.w.record("session.stop")
@@ -328,5 +336,38 @@ func TestNoGoroutineView(t *testing.T) {
 	}
 	if n := r.GoroutineNote(); n != "no goroutine view: cannot read memory" || !slices.Contains(p.Notes, n) {
 		t.Errorf("goroutine note %q, notes %q", n, p.Notes)
+	}
+}
+
+// TestLiveWindow: a live recording's ticks read the thread totals while it
+// runs, and its window spreads them over the samples that arrived.
+func TestLiveWindow(t *testing.T) {
+	w := &world{exists: true}
+	o := opts
+	o.Live = 3
+	o.Goroutines = false
+	r, err := start(pid, o, w.deps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	w.s.send(onCPU(0xa))
+	w.s.send(onCPU(0xa))
+	w.s.peek, w.s.now = result(50*time.Millisecond).Threads, uint64(time.Second)
+	if err := r.Tick(); err != nil {
+		t.Fatal(err)
+	}
+	p := r.Window(10)
+	var cpu int64
+	for _, s := range p.Samples {
+		if s.State == profile.OnCPU && s.Stack[0].Frames[0].Function == "compute" {
+			cpu += s.Value
+		}
+	}
+	if cpu != int64(50*time.Millisecond) || p.Duration != time.Second {
+		t.Errorf("window: compute %v on CPU over %v; want the thread's exact 50ms over 1s", time.Duration(cpu), p.Duration)
+	}
+	if w.index("peek") < 0 {
+		t.Errorf("calls %v: want a peek at the thread table", w.log)
 	}
 }

@@ -1,0 +1,314 @@
+package collect
+
+import (
+	"sort"
+
+	"github.com/wallprof/wallprof/internal/linux"
+	"github.com/wallprof/wallprof/internal/profile"
+)
+
+// Peek returns every recorded thread's time from the start of the recording
+// to now, without changing the recording: the intervals still open are
+// closed in a copy, as Stop would close them now, and threads that exited
+// keep their final totals. It is for views that refresh while the recording
+// runs (wallprof top).
+//
+// In switch-time mode the thread table says whether a thread is on or off
+// CPU and since when. In resume mode it holds the thread's counters at its
+// latest resumption: the interval since is split from the counters as /proc
+// shows them now (its CPU time, its schedstat run_delay, and its state for
+// the kind of wait), which lag the kernel's by at most a tick.
+func (s *Session) Peek() ([]*ThreadRecord, uint64, error) {
+	live, err := s.readThreads()
+	if err != nil {
+		return nil, 0, err
+	}
+	now := linux.Monotonic()
+	s.mu.Lock()
+	exits := make([]*ThreadExit, 0, len(s.exits))
+	for _, e := range s.exits {
+		exits = append(exits, e)
+	}
+	s.mu.Unlock()
+	out := make([]*ThreadRecord, 0, len(live)+len(exits))
+	for tid, st := range live {
+		if st.Exited {
+			continue // its exit event has the totals
+		}
+		if s.resume {
+			closeResumed(&st, tid, now)
+		} else {
+			closeInterval(&st, now)
+		}
+		out = append(out, &ThreadRecord{PID: st.PID, TID: tid, FirstNs: st.FirstTS, EndNs: now, Time: st.Time})
+	}
+	for _, e := range exits {
+		if _, ok := live[e.TID]; ok && !live[e.TID].Exited {
+			continue // a new thread with a recycled id
+		}
+		out = append(out, &ThreadRecord{PID: e.PID, TID: e.TID, Name: e.Comm, FirstNs: e.State.FirstTS,
+			EndNs: e.TS, Exited: true, Time: e.State.Time})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].TID < out[j].TID })
+	return out, now, nil
+}
+
+// closeResumed adds to st, a thread's record in resume mode, the interval
+// since its latest resumption, from its counters in /proc.
+func closeResumed(st *ThreadState, tid uint32, now uint64) {
+	if !st.Based || now <= st.InTS {
+		return
+	}
+	c, err := linux.ReadTaskCounters(int(st.PID), int(tid))
+	if err != nil {
+		return // gone: its exit event will have the totals
+	}
+	span := now - st.InTS
+	cpu := min(sub(c.ExecNs, st.LastExec), span)
+	off := span - cpu
+	run := min(sub(c.RunDelayNs, st.RdOut), off)
+	k := profile.Sleeping
+	if t, err := linux.ReadTask(int(st.PID), int(tid)); err == nil {
+		k = stateOf(t.State)
+	}
+	st.Time[profile.OnCPU] += cpu
+	st.Time[profile.Runnable] += run
+	st.Time[k] += off - run
+}
+
+// stateOf is the state a /proc state letter counts its thread in, for time
+// it was not running.
+func stateOf(c byte) profile.State {
+	switch c {
+	case 'R':
+		return profile.Runnable
+	case 'D':
+		return profile.Disk
+	case 'S', 'I':
+		return profile.Sleeping
+	}
+	return profile.Other
+}
+
+func sub(a, b uint64) uint64 {
+	if a > b {
+		return a - b
+	}
+	return 0
+}
+
+// UnseenOffCPUFunction names the frame that stands for off-CPU time of a
+// thread whose stack in that state no sample has shown yet (a live view,
+// before the thread's first wait ends).
+const UnseenOffCPUFunction = "[off-CPU, stack not seen yet]"
+
+// Live divides a running recording into buckets of time, for views of its
+// recent past that refresh while it runs (wallprof top). Its aggregator
+// keeps summing every sample for the whole recording; each Tick takes what
+// each stack gained since the previous one, and the exact time each thread
+// gained (Session.Peek), and makes the two agree:
+//   - a thread's on-CPU time is spread over its timer samples of the
+//     bucket (as Build does for a whole recording), or put under
+//     UnsampledFunction when no timer caught it;
+//   - its off-CPU samples, which arrive when a wait ends and carry the
+//     whole wait, are scaled down to the time the bucket really had, and
+//     time no sample of the bucket covers goes to the stack the thread was
+//     last seen waiting in, in that state (it is most likely still there).
+//
+// So a bucket never holds more than the time its threads lived, and a
+// thread blocked for a minute shows in every bucket of that minute.
+// Calls must not overlap with the aggregator's Add.
+type Live struct {
+	a        *Aggregator
+	keep     int
+	startNs  uint64
+	periodNs uint64
+	prev     map[*aggEntry]int64
+	prevT    map[uint32][profile.NumStates]uint64
+	// extra are entries made here: the unsampled and unseen ones, and the
+	// latest stack of a state applied to time no sample covers.
+	extra   map[extraKey]*aggEntry
+	buckets []*bucket // oldest first
+}
+
+type bucket struct {
+	startNs, endNs uint64
+	values         map[*aggEntry]int64
+	threads        map[uint32]*ThreadRecord // the time each thread gained
+}
+
+// NewLive keeps the last keep buckets of a recording that started at
+// startNs (Session.StartNs), sampled every periodNs, summed by a.
+func NewLive(a *Aggregator, startNs, periodNs uint64, keep int) *Live {
+	return &Live{a: a, keep: max(keep, 1), startNs: startNs, periodNs: periodNs, prev: map[*aggEntry]int64{},
+		prevT: map[uint32][profile.NumStates]uint64{}, extra: map[extraKey]*aggEntry{}}
+}
+
+// Tick closes a bucket at now, with threads the totals Session.Peek gave
+// at now.
+func (l *Live) Tick(threads []*ThreadRecord, now uint64) {
+	b := &bucket{startNs: l.startNs, endNs: now, values: map[*aggEntry]int64{}, threads: map[uint32]*ThreadRecord{}}
+	if n := len(l.buckets); n > 0 {
+		b.startNs = l.buckets[n-1].endNs
+	}
+	// What each stack gained, by thread and state.
+	gained := map[threadState][]*aggEntry{}
+	sum := map[threadState]int64{}
+	for _, e := range l.a.order {
+		d := e.value - l.prev[e]
+		if d <= 0 {
+			continue
+		}
+		l.prev[e] = e.value
+		k := threadState{e.tid, e.state}
+		gained[k] = append(gained[k], e)
+		sum[k] += d
+		b.values[e] = d
+	}
+	// What each thread gained.
+	for _, t := range threads {
+		var d [profile.NumStates]uint64
+		p := l.prevT[t.TID]
+		for i := range d {
+			d[i] = sub(t.Time[i], p[i])
+		}
+		l.prevT[t.TID] = t.Time
+		rec := *t
+		rec.Time = d
+		b.threads[t.TID] = &rec
+		for st := range profile.NumStates {
+			k := threadState{t.TID, st}
+			want := int64(d[st])
+			es, have := gained[k], sum[k]
+			switch {
+			case have > 0 && (st == profile.OnCPU || have > want):
+				// Spread (on-CPU) or scale down (a wait that began
+				// before the bucket): the stacks' shares stay.
+				var given int64
+				big := es[0]
+				for _, e := range es {
+					v := int64(float64(b.values[e]) * float64(want) / float64(have))
+					b.values[e] = v
+					given += v
+					if v > b.values[big] {
+						big = e
+					}
+				}
+				b.values[big] += want - given
+			case want > have:
+				e := l.where(t, st)
+				b.values[e] += want - have
+			}
+		}
+	}
+	l.buckets = append(l.buckets, b)
+	if len(l.buckets) > l.keep {
+		l.buckets = l.buckets[len(l.buckets)-l.keep:]
+	}
+}
+
+// where is the stack that time of thread t in state st goes to when no
+// sample of the bucket covers it: its latest sample in that state, else
+// its latest stack in another state off CPU (a thread waiting for a CPU
+// after a wake-up waits in the stack it slept in), else an entry that says its stack was
+// not seen. On-CPU time is never given a stack no timer saw it in.
+func (l *Live) where(t *ThreadRecord, st profile.State) *aggEntry {
+	if st != profile.OnCPU {
+		if e, ok := l.a.last[threadState{t.TID, st}]; ok {
+			return e
+		}
+		for _, other := range []profile.State{profile.Sleeping, profile.Disk, profile.Other, profile.Runnable} {
+			base, ok := l.a.last[threadState{t.TID, other}]
+			if !ok {
+				continue
+			}
+			k := extraKey{base: base, state: st}
+			e, ok := l.extra[k]
+			if !ok {
+				e = &aggEntry{pid: base.pid, tid: base.tid, comm: base.comm, goid: base.goid, state: st,
+					kernel: base.kernel, user: base.user}
+				l.extra[k] = e
+			}
+			return e
+		}
+	}
+	k := extraKey{tid: t.TID, state: st}
+	if e, ok := l.extra[k]; ok {
+		return e
+	}
+	e := &aggEntry{pid: t.PID, tid: t.TID, comm: t.Name, state: st, unsampled: true}
+	if e.comm == "" {
+		e.comm = l.a.comm[t.TID]
+	}
+	l.extra[k] = e
+	return e
+}
+
+// extraKey names an entry made by Live: a stack seen in another state
+// (base), or none (tid).
+type extraKey struct {
+	base  *aggEntry
+	tid   uint32
+	state profile.State
+}
+
+// Buckets is how many buckets are kept.
+func (l *Live) Buckets() int { return len(l.buckets) }
+
+// Window returns the profile of the last n buckets (all kept, if fewer),
+// symbolized.
+func (l *Live) Window(n int, kernel KernelResolver, command string) *profile.Profile {
+	bs := l.buckets
+	if n < len(bs) {
+		bs = bs[len(bs)-n:]
+	}
+	res := &Result{PeriodNs: l.periodNs}
+	if len(bs) == 0 {
+		return buildEntries(res, l.a, nil, kernel, command)
+	}
+	res.StartNs, res.EndNs = bs[0].startNs, bs[len(bs)-1].endNs
+	sums := map[*aggEntry]int64{}
+	var order []*aggEntry
+	threads := map[uint32]*ThreadRecord{}
+	for _, b := range bs {
+		for e, v := range b.values {
+			if _, ok := sums[e]; !ok {
+				order = append(order, e)
+			}
+			sums[e] += v
+		}
+		for tid, t := range b.threads {
+			s, ok := threads[tid]
+			if !ok {
+				c := *t
+				threads[tid] = &c
+				continue
+			}
+			for i := range s.Time {
+				s.Time[i] += t.Time[i]
+			}
+			s.EndNs, s.Exited = t.EndNs, t.Exited
+		}
+	}
+	entries := make([]*aggEntry, 0, len(order))
+	for _, e := range order {
+		if v := sums[e]; v > 0 {
+			c := *e
+			c.value = v
+			entries = append(entries, &c)
+		}
+	}
+	sort.SliceStable(entries, func(i, j int) bool {
+		a, b := entries[i], entries[j]
+		if a.value != b.value {
+			return a.value > b.value
+		}
+		return a.tid < b.tid
+	})
+	for _, t := range threads {
+		t.FirstNs = max(t.FirstNs, res.StartNs)
+		res.Threads = append(res.Threads, t)
+	}
+	sort.Slice(res.Threads, func(i, j int) bool { return res.Threads[i].TID < res.Threads[j].TID })
+	return buildEntries(res, l.a, entries, kernel, command)
+}

@@ -1,0 +1,112 @@
+package collect
+
+import (
+	"testing"
+	"time"
+
+	"github.com/wallprof/wallprof/internal/profile"
+)
+
+// liveKernel names the kernel addresses of the live tests' stacks.
+func liveKernel() *fakeKernel {
+	return &fakeKernel{mapping: &profile.Mapping{File: "[kernel.kallsyms]"},
+		syms: map[uint64]string{0xa: "compute", 0xb: "parse", 0xc: "do_nanosleep", 0xd: "pipe_read"}}
+}
+
+func liveSample(tid uint32, st profile.State, w time.Duration, leaf uint64) *RawSample {
+	s := &RawSample{PID: 1, TID: tid, Comm: "app", Kernel: []uint64{leaf}}
+	s.Weight[st] = uint64(w)
+	return s
+}
+
+// thread is the totals Peek would give: cumulative times by state.
+func liveThread(tid uint32, cpu, run, sleep time.Duration) *ThreadRecord {
+	t := &ThreadRecord{PID: 1, TID: tid, Name: "app"}
+	t.Time[profile.OnCPU], t.Time[profile.Runnable], t.Time[profile.Sleeping] = uint64(cpu), uint64(run), uint64(sleep)
+	return t
+}
+
+// byFunc sums a window's samples by leaf function and state.
+func byFunc(p *profile.Profile) map[string]map[profile.State]time.Duration {
+	out := map[string]map[profile.State]time.Duration{}
+	for _, s := range p.Samples {
+		fn := s.Stack[0].Frames[0].Function
+		if out[fn] == nil {
+			out[fn] = map[profile.State]time.Duration{}
+		}
+		out[fn][s.State] += time.Duration(s.Value)
+	}
+	return out
+}
+
+func TestLiveBuckets(t *testing.T) {
+	const ms = time.Millisecond
+	a := NewAggregator(nil)
+	k := liveKernel()
+	l := NewLive(a, 0, uint64(10*ms), 2)
+	sec := uint64(time.Second)
+
+	// Bucket 1: two timer samples (nominal 20 ms) for 30 ms of CPU; the
+	// thread slept the rest, in a wait no sample has shown yet.
+	a.Add(liveSample(7, profile.OnCPU, 10*ms, 0xa))
+	a.Add(liveSample(7, profile.OnCPU, 10*ms, 0xb))
+	l.Tick([]*ThreadRecord{liveThread(7, 30*ms, 0, 970*ms)}, sec)
+	w := byFunc(l.Window(1, k, "app"))
+	if w["compute"][profile.OnCPU] != 15*ms || w["parse"][profile.OnCPU] != 15*ms {
+		t.Errorf("bucket 1 on-CPU %v: want compute and parse 15ms each, the thread's 30ms spread", w)
+	}
+	if w[UnseenOffCPUFunction][profile.Sleeping] != 970*ms {
+		t.Errorf("bucket 1 sleeping %v: want 970ms under %s", w, UnseenOffCPUFunction)
+	}
+
+	// Bucket 2: the wait ends, and its sample carries the whole 1.5 s;
+	// the bucket had 1 s of it.
+	a.Add(liveSample(7, profile.Sleeping, 1500*ms, 0xc))
+	l.Tick([]*ThreadRecord{liveThread(7, 30*ms, 0, 1970*ms)}, 2*sec)
+	w = byFunc(l.Window(1, k, "app"))
+	if w["do_nanosleep"][profile.Sleeping] != time.Second || len(w) != 1 {
+		t.Errorf("bucket 2 %v: want do_nanosleep 1s and nothing else", w)
+	}
+
+	// Bucket 3: no sample; the thread sleeps on, in the stack it was last
+	// seen sleeping in.
+	l.Tick([]*ThreadRecord{liveThread(7, 30*ms, 0, 2970*ms)}, 3*sec)
+	w = byFunc(l.Window(1, k, "app"))
+	if w["do_nanosleep"][profile.Sleeping] != time.Second {
+		t.Errorf("bucket 3 %v: want do_nanosleep 1s", w)
+	}
+
+	// The window keeps two buckets: 2 and 3.
+	p := l.Window(10, k, "app")
+	w = byFunc(p)
+	if w["do_nanosleep"][profile.Sleeping] != 2*time.Second || w["compute"] != nil {
+		t.Errorf("window %v: want do_nanosleep 2s, bucket 1 gone", w)
+	}
+	if p.Duration != 2*time.Second || len(p.Threads) != 1 || p.Threads[0].Time[profile.Sleeping] != 2*time.Second {
+		t.Errorf("window duration %v, threads %+v: want 2s, one thread that slept 2s", p.Duration, p.Threads)
+	}
+	var total time.Duration
+	for _, s := range p.Samples {
+		total += time.Duration(s.Value)
+	}
+	if total != 2*time.Second {
+		t.Errorf("window samples add up to %v, want the thread's 2s", total)
+	}
+}
+
+// TestLiveUnsampledCPU: a thread that ran but that no timer caught in the
+// bucket is shown as such, never under a stack it waited in.
+func TestLiveUnsampledCPU(t *testing.T) {
+	const ms = time.Millisecond
+	a := NewAggregator(nil)
+	l := NewLive(a, 0, uint64(10*ms), 5)
+	a.Add(liveSample(8, profile.Sleeping, 990*ms, 0xd))
+	l.Tick([]*ThreadRecord{liveThread(8, 4*ms, 6*ms, 990*ms)}, uint64(time.Second))
+	w := byFunc(l.Window(1, liveKernel(), "app"))
+	if w[UnsampledFunction][profile.OnCPU] != 4*ms || w["pipe_read"][profile.OnCPU] != 0 {
+		t.Errorf("%v: want 4ms on CPU under %s", w, UnsampledFunction)
+	}
+	if w["pipe_read"][profile.Sleeping] != 990*ms || w["pipe_read"][profile.Runnable] != 6*ms {
+		t.Errorf("%v: want pipe_read 990ms sleeping and 6ms runnable (its latest stack)", w)
+	}
+}
