@@ -65,6 +65,14 @@ var usageErrors = map[string][][]string{
 		{"--duration", "-1s", "-p", "1"},
 		{"-o"},
 	},
+	"top": {
+		{},
+		{"-p", "1", "extra"},
+		{"-p", "1", "--sort", "name"},
+		{"-p", "1", "--view", "goroutines"},
+		{"-p", "1", "--window", "500ms"},
+		{"-p", "1", "--filter", "("},
+	},
 	"report": {
 		{"--bogus", "a.pb.gz"},
 		{},

@@ -58,12 +58,16 @@ type Session struct {
 	finished chan struct{}
 	sink     func(*RawSample)
 
-	mu          sync.Mutex
-	finals      []*RawSample
-	exits       map[uint32]*ThreadExit
-	samples     atomic.Uint64
-	decodeErrs  atomic.Uint64
-	firstDecErr error
+	mu     sync.Mutex
+	finals []*RawSample
+	// drainWaiters are the callers of Drain waiting for Run to read what
+	// was pending.
+	drainMu      sync.Mutex
+	drainWaiters []chan struct{}
+	exits        map[uint32]*ThreadExit
+	samples      atomic.Uint64
+	decodeErrs   atomic.Uint64
+	firstDecErr  error
 }
 
 // Open loads and attaches the BPF program. Recording starts now; add the
@@ -384,6 +388,9 @@ func (s *Session) Run(sink func(*RawSample)) {
 		err := s.reader.ReadInto(&rec)
 		switch {
 		case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, ringbuf.ErrFlushed):
+			if errors.Is(err, ringbuf.ErrFlushed) {
+				s.drained()
+			}
 			select {
 			case <-s.done:
 				return
@@ -419,6 +426,35 @@ func (s *Session) Run(sink func(*RawSample)) {
 			s.mu.Unlock()
 		}
 	}
+}
+
+// Drain returns once Run has passed to its sink every sample the ring
+// buffer held when Drain was called (or after a second, if Run is not
+// reading): a view that compares the samples with the thread table
+// (Peek) reads the table after the samples.
+func (s *Session) Drain() {
+	ch := make(chan struct{})
+	s.drainMu.Lock()
+	s.drainWaiters = append(s.drainWaiters, ch)
+	s.drainMu.Unlock()
+	if err := s.reader.Flush(); err != nil {
+		return
+	}
+	select {
+	case <-ch:
+	case <-s.done:
+	case <-time.After(time.Second):
+	}
+}
+
+// drained wakes the callers of Drain: Run has read what was pending.
+func (s *Session) drained() {
+	s.drainMu.Lock()
+	for _, ch := range s.drainWaiters {
+		close(ch)
+	}
+	s.drainWaiters = nil
+	s.drainMu.Unlock()
 }
 
 func (s *Session) decodeError(err error) {

@@ -77,6 +77,7 @@ type session interface {
 	Stop() (*collect.Result, error)
 	Close()
 	StartNs() uint64
+	Drain()
 	Peek() ([]*collect.ThreadRecord, uint64, error)
 }
 
@@ -251,6 +252,10 @@ func (r *Recording) Tick() error {
 	if r.live == nil {
 		return errors.New("not a live recording")
 	}
+	// The samples first, then the thread table: each thread's time then
+	// covers all of its samples, and the difference, time no sample has
+	// covered yet, is small.
+	r.session.Drain()
 	threads, now, err := r.session.Peek()
 	if err != nil {
 		return err

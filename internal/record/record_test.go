@@ -113,6 +113,7 @@ func (s *fakeSession) SetReadInterval(time.Duration) { s.w.record("read-interval
 func (s *fakeSession) Counts() (uint64, uint64)      { return 0, 0 }
 func (s *fakeSession) Close()                        { s.w.record("close") }
 func (s *fakeSession) StartNs() uint64               { return 0 }
+func (s *fakeSession) Drain()                        { s.w.record("drain") }
 func (s *fakeSession) Peek() ([]*collect.ThreadRecord, uint64, error) {
 	s.w.record("peek")
 	return s.peek, s.now, nil
@@ -367,7 +368,7 @@ func TestLiveWindow(t *testing.T) {
 	if cpu != int64(50*time.Millisecond) || p.Duration != time.Second {
 		t.Errorf("window: compute %v on CPU over %v; want the thread's exact 50ms over 1s", time.Duration(cpu), p.Duration)
 	}
-	if w.index("peek") < 0 {
-		t.Errorf("calls %v: want a peek at the thread table", w.log)
+	if d, p := w.index("drain"), w.index("peek"); d < 0 || p < d {
+		t.Errorf("calls %v: want the ring drained, then a peek at the thread table", w.log)
 	}
 }
