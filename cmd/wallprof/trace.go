@@ -159,8 +159,10 @@ func traceError(name string, err error) error {
 		return fmt.Errorf("%s is empty: it holds no trace", name)
 	case errors.Is(err, exectrace.ErrOldTrace), errors.Is(err, exectrace.ErrNewTrace):
 		return fmt.Errorf("%s: %w", name, err)
+	case errors.Is(err, exectrace.ErrTruncated):
+		return fmt.Errorf("%s: %w", name, err)
 	case errors.Is(err, exectrace.ErrNotTrace):
-		return fmt.Errorf("%s is not a Go execution trace (%v); write one with runtime/trace, 'go test -trace' or /debug/pprof/trace", name, err)
+		return fmt.Errorf("%s is not a Go execution trace (it does not start with 'go 1.N trace' or holds no event); write one with runtime/trace, 'go test -trace' or /debug/pprof/trace", name)
 	}
 	return fmt.Errorf("%s: %w", name, err)
 }

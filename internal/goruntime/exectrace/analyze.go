@@ -30,6 +30,10 @@ var (
 	ErrNotTrace = errors.New("not a Go execution trace")
 	ErrOldTrace = errors.New("trace format older than Go 1.22")
 	ErrNewTrace = errors.New("trace format newer than this wallprof reads")
+	// ErrTruncated is returned when a trace stops before any event could
+	// be read; a trace that stops later is summarised, with
+	// Summary.Truncated set.
+	ErrTruncated = errors.New("truncated trace")
 )
 
 // Options tunes Analyze.
@@ -92,19 +96,18 @@ func Analyze(r io.Reader, opt Options) (*Summary, error) {
 	}
 	tr, err := trace.NewReader(br)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNotTrace, err)
+		return nil, fmt.Errorf("%w (%v)", ErrNotTrace, err)
 	}
 	a := newAnalyzer(opt)
 	a.version = v
 	var events int64
 	for {
-		ev, err := tr.ReadEvent()
+		ev, err := readEvent(tr)
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			a.truncated = fmt.Sprintf("the trace stops being readable after %s of %s (%v); what comes before is summarised",
-				sizeString(cr.n-int64(br.Buffered())), sizeString(opt.Size), err)
+			a.truncated = fmt.Sprintf("the trace is cut short or damaged after %s (%v)", sizeString(cr.n), err)
 			break
 		}
 		a.event(&ev)
@@ -115,13 +118,28 @@ func Analyze(r io.Reader, opt Options) (*Summary, error) {
 	}
 	a.events = events
 	a.bytes = cr.n
-	if events == 0 {
+	if events <= 1 { // a trace starts with a Sync event
 		if a.truncated != "" {
-			return nil, fmt.Errorf("%w: no event could be read (%s)", ErrNotTrace, a.truncated)
+			return nil, fmt.Errorf("%w: %s, before its first complete batch of events", ErrTruncated, a.truncated)
 		}
 		return nil, fmt.Errorf("%w: it holds no event", ErrNotTrace)
 	}
+	if a.truncated != "" {
+		a.truncated += fmt.Sprintf("; the %d events before it, up to %s into the trace, are summarised", events, fmtMs(ms(a.last.Sub(a.first))))
+	}
 	return a.summary(), nil
+}
+
+// readEvent reads the next event; a panic in the parser (on input it
+// does not expect) becomes an error, so a damaged trace never crashes
+// the command.
+func readEvent(tr *trace.Reader) (ev trace.Event, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the trace parser failed: %v", r)
+		}
+	}()
+	return tr.ReadEvent()
 }
 
 func sizeString(n int64) string {

@@ -187,6 +187,15 @@ type Timeline struct {
 
 // period measures how regularly events starting at ts recur.
 func period(ts []trace.Time) *Period {
+	ns := make([]int64, len(ts))
+	for i, t := range ts {
+		ns[i] = int64(t)
+	}
+	return periodOf(ns)
+}
+
+// periodOf measures how regularly events starting at ts (ns) recur.
+func periodOf(ts []int64) *Period {
 	if len(ts) < 3 {
 		return nil
 	}
