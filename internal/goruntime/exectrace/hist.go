@@ -2,13 +2,15 @@ package exectrace
 
 import (
 	"math"
+	"math/bits"
 	"time"
 )
 
 // hist is a histogram of durations in logarithmic buckets, four to a power
-// of two (each bucket about 19% wide), from 1 ns to about 2^44 ns (4.9 h).
-// Percentiles read from it are the upper bound of their bucket, so they
-// overstate by at most 19%; the count, sum and maximum are exact.
+// of two (each a quarter of the power: at most 25% wide), from 1 ns to
+// about 2^44 ns (4.9 h). Percentiles read from it are the upper bound of
+// their bucket, so they overstate by at most 25%; the count, sum and
+// maximum are exact.
 type hist struct {
 	counts [histBuckets]int64
 	n      int64
@@ -22,13 +24,23 @@ func bucketOf(d time.Duration) int {
 	if d <= 1 {
 		return 0
 	}
-	b := int(4 * math.Log2(float64(d)))
-	return min(b, histBuckets-1)
+	// floor(4·log2 d): the power of two, and the next two bits below the
+	// top one (an approximation of the quarter powers within 2%).
+	n := bits.Len64(uint64(d)) - 1
+	frac := 0
+	if n >= 2 {
+		frac = int(uint64(d)>>(n-2)) & 3
+	} else if n == 1 {
+		frac = int(uint64(d)&1) << 1
+	}
+	return min(4*n+frac, histBuckets-1)
 }
 
-// bucketUpper is the largest duration of bucket b.
+// bucketUpper is the largest duration of bucket b: 2^n·(1+(q+1)/4)
+// for b = 4n+q.
 func bucketUpper(b int) time.Duration {
-	return time.Duration(math.Exp2(float64(b+1) / 4))
+	n, q := b/4, b%4
+	return time.Duration(math.Ldexp(1+float64(q+1)/4, n))
 }
 
 func (h *hist) add(d time.Duration) {
