@@ -130,6 +130,7 @@ func readTrace(ctx context.Context, path, url string, stderr io.Writer) (*exectr
 		r = f
 	}
 	opt.Name = name
+	opt.Stop = ctx.Err
 	if isTerminal(stderr) && (opt.Size > 64<<20 || opt.Size <= 0) {
 		start := time.Now()
 		opt.Progress = func(n int64) {

@@ -31,23 +31,41 @@ func main() {
 		os.Exit(1)
 	}
 	done := make(chan struct{})
+	var once sync.Once
+	stop := func() { once.Do(func() { close(done) }) }
+	start := time.Now()
+	// Under this load the main goroutine's timer can be served late, so
+	// the first pinger also checks the size and the time.
+	full := func() bool {
+		fi, err := f.Stat()
+		return time.Since(start) >= *d || err == nil && fi.Size() >= *mb<<20
+	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for i := 0; i < *pairs; i++ {
 		ping, pong := make(chan int), make(chan int)
 		wg.Add(3)
-		go pinger(&wg, done, ping, pong)
+		check := func() {}
+		if i == 0 {
+			check = func() {
+				if full() {
+					stop()
+				}
+			}
+		}
+		go pinger(&wg, done, ping, pong, check)
 		go ponger(&wg, ping, pong)
 		go locker(&wg, done, &mu)
 	}
-	start := time.Now()
-	for time.Since(start) < *d {
-		time.Sleep(200 * time.Millisecond)
-		if fi, err := f.Stat(); err == nil && fi.Size() >= *mb<<20 {
-			break
+	for !full() {
+		select {
+		case <-done:
+		case <-time.After(200 * time.Millisecond):
+			continue
 		}
+		break
 	}
-	close(done)
+	stop()
 	wg.Wait()
 	trace.Stop()
 	f.Close()
@@ -55,7 +73,7 @@ func main() {
 	fmt.Printf("wrote %s: %.0f MB in %.1fs\n", *out, float64(fi.Size())/(1<<20), time.Since(start).Seconds())
 }
 
-func pinger(wg *sync.WaitGroup, done <-chan struct{}, ping chan<- int, pong <-chan int) {
+func pinger(wg *sync.WaitGroup, done <-chan struct{}, ping chan<- int, pong <-chan int, check func()) {
 	defer wg.Done()
 	defer close(ping)
 	for i := 0; ; i++ {
@@ -67,6 +85,9 @@ func pinger(wg *sync.WaitGroup, done <-chan struct{}, ping chan<- int, pong <-ch
 		<-pong
 		if i%64 == 0 {
 			runtime.KeepAlive(make([]byte, 4096))
+		}
+		if i%4096 == 0 {
+			check()
 		}
 	}
 }

@@ -46,6 +46,9 @@ type Options struct {
 	Progress func(read int64)
 	// Worst is how many worst cases to keep per list (default 10).
 	Worst int
+	// Stop, if set, is checked now and then; Analyze returns its error
+	// when it returns one (say, a context's Err on Ctrl-C).
+	Stop func() error
 }
 
 // countingReader counts the bytes read through it.
@@ -112,8 +115,15 @@ func Analyze(r io.Reader, opt Options) (*Summary, error) {
 		}
 		a.event(&ev)
 		events++
-		if opt.Progress != nil && events%(1<<16) == 0 {
-			opt.Progress(cr.n)
+		if events%(1<<16) == 0 {
+			if opt.Progress != nil {
+				opt.Progress(cr.n)
+			}
+			if opt.Stop != nil {
+				if err := opt.Stop(); err != nil {
+					return nil, fmt.Errorf("stopped after %s: %w", sizeString(cr.n), err)
+				}
+			}
 		}
 	}
 	a.events = events
@@ -220,6 +230,7 @@ type analyzer struct {
 	opt       Options
 	version   int
 	events    int64
+	syncs     int
 	bytes     int64
 	truncated string
 	first     trace.Time
@@ -279,6 +290,7 @@ func (a *analyzer) event(ev *trace.Event) {
 	switch ev.Kind() {
 	case trace.EventSync:
 		a.st.newGeneration()
+		a.syncs++
 	case trace.EventMetric:
 		if m := ev.Metric(); m.Name == "/sched/gomaxprocs:threads" {
 			a.procs = int64(m.Value.Uint64())

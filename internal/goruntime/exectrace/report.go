@@ -18,7 +18,7 @@ func WriteJSON(w io.Writer, s *Summary) error {
 func WriteText(w io.Writer, s *Summary) error {
 	p := &printer{w: w}
 	p.f("trace:       %s (Go 1.%s format, %s, %d events)\n", s.Name, strings.TrimPrefix(s.GoVersion, "1."), sizeString(s.Bytes), s.Events)
-	p.f("duration:    %s, GOMAXPROCS %d\n", fmtMs(s.DurationMs), s.Procs)
+	p.f("duration:    %s, GOMAXPROCS %d, %d generations\n", fmtMs(s.DurationMs), s.Procs, s.Generations)
 	if s.Truncated != "" {
 		p.f("truncated:   %s\n", s.Truncated)
 	}

@@ -23,6 +23,9 @@ type Summary struct {
 	Events     int64   `json:"events"`
 	DurationMs float64 `json:"duration_ms"`
 	Procs      int64   `json:"procs"` // GOMAXPROCS
+	// Generations is the number of generations (the parser holds one
+	// generation at a time: its memory grows with the largest).
+	Generations int `json:"generations"`
 	// Truncated says where the trace stopped being readable, if it did.
 	Truncated string `json:"truncated,omitempty"`
 
@@ -240,7 +243,7 @@ func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
 func (a *analyzer) summary() *Summary {
 	dur := a.last.Sub(a.first)
 	s := &Summary{Format: Format, Name: a.opt.Name, GoVersion: "1." + strconv.Itoa(a.version), Bytes: a.bytes,
-		Events: a.events, DurationMs: ms(dur), Procs: a.procs, Truncated: a.truncated, stacks: a.st}
+		Events: a.events, Generations: max(a.syncs-1, 0), DurationMs: ms(dur), Procs: a.procs, Truncated: a.truncated, stacks: a.st}
 	if s.Procs == 0 {
 		s.Procs = int64(a.maxProc) + 1
 	}
