@@ -1,0 +1,374 @@
+// Package exectrace summarises a Go execution trace (runtime/trace, Go
+// 1.22 and later) in one streaming pass: stop-the-world and GC pauses and
+// their period, GC cycles, mark assists and the GC workers' share of CPU,
+// scheduling latency, blocking by reason, long syscalls, goroutine churn,
+// and user regions and tasks, each with the stacks involved.
+//
+// Contract: Analyze reads the trace once, front to back, and holds state
+// for the live goroutines, open regions and tasks, the distinct stacks and
+// one record per pause; never the events themselves (the parser buffers
+// one generation of the trace, about a second of it). It never panics on
+// bad input: a file that is not a trace, a trace older than Go 1.22 and an
+// empty file are errors (ErrNotTrace, ErrOldTrace, ErrEmpty); a trace
+// that stops early is summarised up to where it stops, with Truncated set.
+package exectrace
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"golang.org/x/exp/trace"
+)
+
+// Errors for input that is not a trace this package reads.
+var (
+	ErrEmpty    = errors.New("the file is empty")
+	ErrNotTrace = errors.New("not a Go execution trace")
+	ErrOldTrace = errors.New("trace format older than Go 1.22")
+	ErrNewTrace = errors.New("trace format newer than this wallprof reads")
+	// ErrTruncated is returned when a trace stops before any event could
+	// be read; a trace that stops later is summarised, with
+	// Summary.Truncated set.
+	ErrTruncated = errors.New("truncated trace")
+)
+
+// Options tunes Analyze.
+type Options struct {
+	// Name labels the trace in reports.
+	Name string
+	// Size is the input's size in bytes, if known (for progress).
+	Size int64
+	// Progress, if set, is called now and then with the bytes read so far.
+	Progress func(read int64)
+	// Worst is how many worst cases to keep per list (default 10).
+	Worst int
+	// Stop, if set, is checked now and then; Analyze returns its error
+	// when it returns one (say, a context's Err on Ctrl-C).
+	Stop func() error
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// minVersion and maxVersion are the trace format versions (Go 1.N) read.
+const minVersion, maxVersion = 22, 26
+
+// checkHeader reads the trace header ("go 1.N trace\0\0\0") without
+// consuming it and says what is wrong with it, if anything.
+func checkHeader(br *bufio.Reader) (int, error) {
+	h, err := br.Peek(16)
+	if len(h) == 0 && (err == io.EOF || err == nil) {
+		return 0, ErrEmpty
+	}
+	var v int
+	if _, serr := fmt.Sscanf(string(h), "go 1.%d trace", &v); serr != nil || len(h) < 16 {
+		return 0, ErrNotTrace
+	}
+	switch {
+	case v < minVersion:
+		return v, fmt.Errorf("%w: it was written by Go 1.%d; wallprof trace reads the format of Go 1.%d to 1.%d, so record it again with a newer Go", ErrOldTrace, v, minVersion, maxVersion)
+	case v > maxVersion:
+		return v, fmt.Errorf("%w: it was written by Go 1.%d and this wallprof reads Go 1.%d to 1.%d; update wallprof", ErrNewTrace, v, minVersion, maxVersion)
+	}
+	return v, nil
+}
+
+// Analyze reads a trace and summarises it.
+func Analyze(r io.Reader, opt Options) (*Summary, error) {
+	if opt.Worst <= 0 {
+		opt.Worst = 10
+	}
+	cr := &countingReader{r: r}
+	br := bufio.NewReaderSize(cr, 1<<16)
+	v, err := checkHeader(br)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := trace.NewReader(br)
+	if err != nil {
+		return nil, fmt.Errorf("%w (%v)", ErrNotTrace, err)
+	}
+	a := newAnalyzer(opt)
+	a.version = v
+	var events int64
+	for {
+		ev, err := readEvent(tr)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			a.truncated = fmt.Sprintf("the trace is cut short or damaged after %s (%v)", sizeString(cr.n), err)
+			break
+		}
+		a.event(&ev)
+		events++
+		if events%(1<<16) == 0 {
+			if opt.Progress != nil {
+				opt.Progress(cr.n)
+			}
+			if opt.Stop != nil {
+				if err := opt.Stop(); err != nil {
+					return nil, fmt.Errorf("stopped after %s: %w", sizeString(cr.n), err)
+				}
+			}
+		}
+	}
+	a.events = events
+	a.bytes = cr.n
+	if events <= 1 { // a trace starts with a Sync event
+		if a.truncated != "" {
+			return nil, fmt.Errorf("%w: %s, before its first complete batch of events", ErrTruncated, a.truncated)
+		}
+		return nil, fmt.Errorf("%w: it holds no event", ErrNotTrace)
+	}
+	if a.truncated != "" {
+		a.truncated += fmt.Sprintf("; the %d events before it, up to %s into the trace, are summarised", events, fmtMs(ms(a.last.Sub(a.first))))
+	}
+	return a.summary(), nil
+}
+
+// readEvent reads the next event; a panic in the parser (on input it
+// does not expect) becomes an error, so a damaged trace never crashes
+// the command.
+func readEvent(tr *trace.Reader) (ev trace.Event, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the trace parser failed: %v", r)
+		}
+	}()
+	return tr.ReadEvent()
+}
+
+func sizeString(n int64) string {
+	switch {
+	case n <= 0:
+		return "an unknown size"
+	case n < 1<<20:
+		return strconv.FormatInt(n, 10) + " bytes"
+	default:
+		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
+	}
+}
+
+func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// gstate is what the analyser knows of one live goroutine.
+type gstate struct {
+	group    int32 // index in analyzer.groups; -1 until known
+	state    trace.GoState
+	since    trace.Time // when it entered state
+	stack    stackID    // its stack when it last stopped running
+	reason   string     // why it is waiting
+	pendRun  time.Duration
+	assistAt trace.Time // start of an open mark assist, or 0
+	regions  []openRegion
+}
+
+type openRegion struct {
+	typ   string
+	start trace.Time
+}
+
+type openTask struct {
+	typ   string
+	start trace.Time
+}
+
+// group is goroutines with the same start function.
+type group struct {
+	name      string
+	created   string // a creation site, file:line
+	count     int64  // goroutines seen
+	running   time.Duration
+	assist    time.Duration
+	sched     hist
+	blocked   map[string]time.Duration // category -> time
+	syscallNS time.Duration
+}
+
+// stackStat is a count and a time for one stack.
+type stackStat struct {
+	count int64
+	total time.Duration
+}
+
+type blockKey struct {
+	category, reason string
+	stack            stackID
+}
+
+// event is one occurrence worth listing among the worst cases.
+type event struct {
+	at    trace.Time
+	dur   time.Duration
+	g     trace.GoID
+	group int32
+	stack stackID
+}
+
+type pause struct {
+	start trace.Time
+	dur   time.Duration
+	name  string
+	stack stackID
+}
+
+type analyzer struct {
+	opt       Options
+	version   int
+	events    int64
+	syncs     int
+	bytes     int64
+	truncated string
+	first     trace.Time
+	last      trace.Time
+	procs     int64
+	maxProc   trace.ProcID
+
+	st                      *stackTable
+	gs                      map[trace.GoID]*gstate
+	groups                  []*group
+	groupOf                 map[string]int32
+	live, running, runnable int64
+
+	sched      hist
+	schedStack map[stackID]*stackStat
+	schedWorst []event
+
+	block      map[blockKey]*stackStat
+	blockTotal map[string]time.Duration
+
+	sys      hist
+	sysStack map[stackID]*stackStat
+	sysWorst []event
+	sysLostP int64
+
+	stwOpen  map[string]pause // by range name and scope
+	pauses   []pause
+	gcOpen   trace.Time
+	gcCycles []trace.Time
+	gcMark   time.Duration
+
+	created, exited int64
+	regions         map[string]*hist
+	tasks           map[trace.TaskID]openTask
+	taskDur         map[string]*hist
+
+	tl timeline
+}
+
+func newAnalyzer(opt Options) *analyzer {
+	return &analyzer{opt: opt, st: newStackTable(), gs: map[trace.GoID]*gstate{}, groupOf: map[string]int32{},
+		schedStack: map[stackID]*stackStat{}, block: map[blockKey]*stackStat{}, blockTotal: map[string]time.Duration{},
+		sysStack: map[stackID]*stackStat{}, stwOpen: map[string]pause{}, regions: map[string]*hist{},
+		tasks: map[trace.TaskID]openTask{}, taskDur: map[string]*hist{}, maxProc: -1}
+}
+
+func (a *analyzer) event(ev *trace.Event) {
+	t := ev.Time()
+	if a.first == 0 {
+		a.first = t
+		a.tl.init(t)
+	}
+	a.last = max(a.last, t)
+	if p := ev.Proc(); p > a.maxProc {
+		a.maxProc = p
+	}
+	switch ev.Kind() {
+	case trace.EventSync:
+		a.st.newGeneration()
+		a.syncs++
+	case trace.EventMetric:
+		if m := ev.Metric(); m.Name == "/sched/gomaxprocs:threads" {
+			a.procs = int64(m.Value.Uint64())
+		}
+	case trace.EventStateTransition:
+		st := ev.StateTransition()
+		if st.Resource.Kind == trace.ResourceGoroutine {
+			a.goTransition(ev, &st, t)
+		}
+	case trace.EventRangeBegin, trace.EventRangeActive:
+		a.rangeBegin(ev, t)
+	case trace.EventRangeEnd:
+		a.rangeEnd(ev, t)
+	case trace.EventRegionBegin:
+		if g := a.gs[ev.Goroutine()]; g != nil && len(g.regions) < 1024 {
+			g.regions = append(g.regions, openRegion{typ: ev.Region().Type, start: t})
+		}
+	case trace.EventRegionEnd:
+		a.regionEnd(ev, t)
+	case trace.EventTaskBegin:
+		tk := ev.Task()
+		a.tasks[tk.ID] = openTask{typ: tk.Type, start: t}
+	case trace.EventTaskEnd:
+		tk := ev.Task()
+		if o, ok := a.tasks[tk.ID]; ok {
+			delete(a.tasks, tk.ID)
+			histIn(a.taskDur, o.typ).add(t.Sub(o.start))
+		}
+	}
+}
+
+func histIn(m map[string]*hist, k string) *hist {
+	h := m[k]
+	if h == nil {
+		h = &hist{}
+		m[k] = h
+	}
+	return h
+}
+
+func (a *analyzer) regionEnd(ev *trace.Event, t trace.Time) {
+	g := a.gs[ev.Goroutine()]
+	if g == nil {
+		return
+	}
+	typ := ev.Region().Type
+	for i := len(g.regions) - 1; i >= 0; i-- {
+		if g.regions[i].typ == typ {
+			histIn(a.regions, typ).add(t.Sub(g.regions[i].start))
+			g.regions = g.regions[:i]
+			return
+		}
+	}
+}
+
+// groupIndex returns the group of goroutines starting in fn.
+func (a *analyzer) groupIndex(fn string) int32 {
+	if fn == "" {
+		fn = "(unknown start)"
+	}
+	i, ok := a.groupOf[fn]
+	if !ok {
+		i = int32(len(a.groups))
+		a.groups = append(a.groups, &group{name: fn, blocked: map[string]time.Duration{}})
+		a.groupOf[fn] = i
+	}
+	return i
+}
+
+// learnGroup sets a goroutine's group from a stack of it, the first time
+// one is seen, and credits the running time it had until then.
+func (a *analyzer) learnGroup(g *gstate, s stackID) {
+	if g.group >= 0 || s == 0 {
+		return
+	}
+	g.group = a.groupIndex(a.st.root(s))
+	gr := a.groups[g.group]
+	gr.count++
+	gr.running += g.pendRun
+	g.pendRun = 0
+}
