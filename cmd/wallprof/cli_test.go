@@ -65,6 +65,12 @@ var usageErrors = map[string][][]string{
 		{"--duration", "-1s", "-p", "1"},
 		{"-o"},
 	},
+	"trace": {
+		{},
+		{"--bogus", "t.out"},
+		{"a.out", "b.out"},
+		{"--url", "http://127.0.0.1:1/debug/pprof/trace", "t.out"},
+	},
 	"top": {
 		{},
 		{"-p", "1", "extra"},

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,15 +19,7 @@ func init() {
 		usage: "  wallprof trace TRACE|--url URL            summarise a Go execution trace (pauses, GC, latency, blocking)\n"}
 }
 
-func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	asJSON := fs.Bool("json", false, "write the summary as JSON (schema "+exectrace.Format+")")
-	out := fs.String("o", "", "write a self-contained HTML page (and pprof profiles beside it)")
-	prefix := fs.String("pprof-prefix", "", "write the pprof profiles PREFIX{sched-latency,blocking,syscalls}.pb.gz (default: beside -o)")
-	url := fs.String("url", "", "fetch the trace from a /debug/pprof/trace URL instead of a file")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: wallprof trace [flags] TRACE
+const traceUsage = `Usage: wallprof trace [flags] TRACE
        wallprof trace [flags] --url http://HOST/debug/pprof/trace?seconds=5
 
 Summarises a Go execution trace (runtime/trace, 'go test -trace', or
@@ -44,18 +35,19 @@ pprof profiles of scheduling latency, blocking and syscalls beside it
 (open them with 'go tool pprof' or 'wallprof flame').
 
 Flags:
-`)
-		fs.PrintDefaults()
-	}
-	if err := parseInterspersed(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+`
+
+func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newCmdFlags("trace", traceUsage, stdout, stderr)
+	asJSON := fs.Bool("json", false, "write the summary as JSON (schema "+exectrace.Format+")")
+	out := fs.String("o", "", "write a self-contained HTML page (and pprof profiles beside it)")
+	prefix := fs.String("pprof-prefix", "", "write the pprof profiles PREFIX{sched-latency,blocking,syscalls}.pb.gz (default: beside -o)")
+	url := fs.String("url", "", "fetch the trace from a /debug/pprof/trace URL instead of a file")
+	if code, done := fs.parse(args); done {
+		return code
 	}
 	if (fs.NArg() == 1) == (*url != "") {
-		fmt.Fprintln(stderr, "wallprof trace: give one trace file or --url, e.g. 'wallprof trace trace.out'.")
-		return exitUsage
+		return fs.usageError("give one trace file or --url, e.g. 'wallprof trace trace.out'")
 	}
 	s, err := readTrace(ctx, fs.Arg(0), *url, stderr)
 	if err != nil {
