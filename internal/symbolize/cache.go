@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"syscall"
@@ -20,6 +21,7 @@ type Cache struct {
 	byID    map[string]*object
 	byInode map[inodeKey]*object
 	all     []*object
+	closers []io.Closer // process roots, JIT symbol files
 }
 
 type inodeKey struct {
@@ -47,6 +49,10 @@ func (c *Cache) Close() error {
 			errs = append(errs, o.debug.Close())
 		}
 	}
+	for _, cl := range c.closers {
+		cl.Close()
+	}
+	c.closers = nil
 	c.all, c.byID, c.byInode = nil, map[string]*object{}, map[inodeKey]*object{}
 	return errors.Join(errs...)
 }
@@ -106,6 +112,13 @@ func (c *Cache) openMemory(name string, image []byte) (*object, error) {
 	}
 	c.add(o)
 	return o, nil
+}
+
+// closeLater has Close close x.
+func (c *Cache) closeLater(x io.Closer) {
+	c.mu.Lock()
+	c.closers = append(c.closers, x)
+	c.mu.Unlock()
 }
 
 func (c *Cache) add(o *object) {
