@@ -160,8 +160,8 @@ func TestJitdump(t *testing.T) {
 		w.record(jitCodeDebugInfo, 100, w.body(uint64(0x7f0000001000), uint64(2),
 			uint64(0x7f0000001000), uint32(10), uint32(0), "/app/Burn.java",
 			uint64(0x7f0000001008), uint32(12), uint32(0), "/app/Burn.java"))
-		w.load(100, 0x7f0000001000, 0x40, "Burn::burnCpuJavaMarker")           // index 1
-		w.load(200, 0x7f0000002000, 0x40, "Burn::other")                       // index 2
+		w.load(100, 0x7f0000001000, 0x40, "Burn::burnCpuJavaMarker")       // index 1
+		w.load(200, 0x7f0000002000, 0x40, "Burn::other")                   // index 2
 		w.record(jitCodeMove, 300, w.body(uint32(7), uint32(7), uint64(0), // Burn::other moves
 			uint64(0x7f0000002000), uint64(0x7f0000003000), uint64(0x40), uint64(2)))
 		w.load(400, 0x7f0000001000, 0x20, "Burn::replacement") // reuses the start of index 1's code
@@ -189,7 +189,7 @@ func TestJitdump(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.jit.last = time.Time{}
-		check(0x7f0000004000, 0, "[anon]+0x7f0000004000", 0) // a miss reads the file again
+		check(0x7f0000004000, 0, "[anon]+0x7f0000004000", 0)    // a miss reads the file again
 		check(0x7f0000001030, 0, "Burn::burnCpuJavaMarker", 12) // past the replacement's end
 		check(0x7f0000001004, 0, "Burn::replacement", 0)        // no time: the latest load
 		check(0x7f0000001004, 399, "Burn::burnCpuJavaMarker", 10)
