@@ -348,6 +348,14 @@ func (r *Recording) Profile() (*profile.Profile, error) {
 		}
 		gview.Attach(p, threads, gr)
 	}
+	for _, n := range jitNotes(p, func(pid int) jitSourcer {
+		if s, ok := r.agg.Resolver(uint32(pid)).(jitSourcer); ok {
+			return s
+		}
+		return nil
+	}) {
+		r.Note("%s", n)
+	}
 	p.Notes = append(p.Notes, r.Notes()...)
 	if gonote != "" {
 		p.Notes = append(p.Notes, gonote)
