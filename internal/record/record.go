@@ -312,6 +312,9 @@ func (r *Recording) Profile() (*profile.Profile, error) {
 	r.mu.Unlock()
 	defer r.cache.Close()
 
+	// Separate debug files from debuginfod servers (DEBUGINFOD_URLS), now
+	// that recording is over: downloads never delay the recording.
+	r.cache.UseDebuginfod(symbolize.DebuginfodFromEnv())
 	kr, err := r.deps.kernel()
 	if err != nil {
 		kr = nil

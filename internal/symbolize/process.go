@@ -182,7 +182,7 @@ func (p *Process) open(m profile.Mapping) *region {
 		}
 	case strings.HasPrefix(m.File, "/"):
 		path := strings.TrimSuffix(m.File, " (deleted)")
-		r.obj, _ = p.cache.openFile(path,
+		r.obj, _ = p.cache.openFileIn(p.root, path,
 			fmt.Sprintf("/proc/%d/map_files/%x-%x", p.pid, m.Start, m.Limit),
 			fmt.Sprintf("/proc/%d/root%s", p.pid, path))
 	case strings.HasPrefix(m.File, "[") && !strings.HasPrefix(m.File, "[anon"):
