@@ -125,9 +125,9 @@ func logTop(t *testing.T, p *profile.Profile) {
 	}
 }
 
-// python312 returns a Python 3.12 or later (which has -X perf), or "" and
-// the versions it found.
-func python312() (string, string) {
+// python returns a Python 3.minor or later, or "" and the versions it
+// found.
+func python(minor int) (string, string) {
 	cands := []string{"python3", "python3.12", "python3.13", "python3.14"}
 	if home, err := os.UserHomeDir(); err == nil { // pyenv's interpreters
 		more, _ := filepath.Glob(filepath.Join(home, ".pyenv", "versions", "3.*", "bin", "python3"))
@@ -145,8 +145,8 @@ func python312() (string, string) {
 		}
 		v := strings.TrimSpace(string(out))
 		seen = append(seen, path+" is "+v)
-		major, minor, _ := strings.Cut(v, ".")
-		if n, err := strconv.Atoi(minor); err == nil && major == "3" && n >= 12 {
+		major, mi, _ := strings.Cut(v, ".")
+		if n, err := strconv.Atoi(mi); err == nil && major == "3" && n >= minor {
 			return path, ""
 		}
 	}
@@ -158,7 +158,7 @@ func python312() (string, string) {
 
 func TestRecordPythonPerfTrampolines(t *testing.T) {
 	requireRecording(t)
-	py, found := python312()
+	py, found := python(12)
 	if py == "" {
 		// Debian 12's python3 is 3.11, which has no -X perf: not
 		// something .ci/run can install from Debian's packages.
@@ -211,4 +211,18 @@ func TestRecordJavaPerfMapAtExit(t *testing.T) {
 	p := recordJIT(t, nil, java, "-XX:+UnlockDiagnosticVMOptions", "-XX:+DumpPerfMapAtExit",
 		"-XX:+PreserveFramePointer", "-cp", dir, "BurnJava", "3")
 	checkJITProfile(t, p, regexp.MustCompile(`BurnJava\.burnCpuJavaMarker`))
+}
+
+// Python 3.13's -X perf_jit writes a jitdump file instead of a perf map.
+// The program exits by itself: it writes the file through a buffer that a
+// SIGTERM (the end of a --duration) would not flush.
+func TestRecordPythonJitdump(t *testing.T) {
+	requireRecording(t)
+	py, found := python(13)
+	if py == "" {
+		t.Skipf("python -X perf_jit needs Python 3.13 or later; found %s", found)
+	}
+	script := jitWorkload(t, "burn.py")
+	p := recordJIT(t, nil, py, "-X", "perf_jit", script, "3")
+	checkJITProfile(t, p, regexp.MustCompile(`^py::burn_cpu_python_marker:`))
 }
