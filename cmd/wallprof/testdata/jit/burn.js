@@ -3,7 +3,8 @@ function burnCpuNodeMarker(n) {
   for (let i = 0; i < n; i++) { s += Math.sqrt(i) * (i % 7); }
   return s;
 }
-const end = Date.now() + parseFloat(process.argv[2]) * 1000;
+// The last argument: node -e passes its arguments from process.argv[1].
+const end = Date.now() + parseFloat(process.argv[process.argv.length - 1]) * 1000;
 let t = 0;
 while (Date.now() < end) { t += burnCpuNodeMarker(100000); }
 console.log(t > 0 ? "ok" : "");
