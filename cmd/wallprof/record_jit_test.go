@@ -178,7 +178,9 @@ func TestRecordNodePerfBasicProf(t *testing.T) {
 	requireRecording(t)
 	node := requireRuntime(t, "node")
 	script := jitWorkload(t, "burn.js")
-	p := recordJIT(t, []string{"--duration", "2s"}, node, "--perf-basic-prof", script, "3")
+	// --perf-basic-prof also writes a V8 log in the current folder: elsewhere.
+	p := recordJIT(t, []string{"--duration", "2s"}, node, "--perf-basic-prof",
+		"--no-logfile-per-isolate", "--logfile="+filepath.Join(filepath.Dir(script), "v8.log"), script, "3")
 	checkJITProfile(t, p, regexp.MustCompile(`burnCpuNodeMarker`))
 }
 
@@ -243,7 +245,7 @@ func TestRecordNodeInContainerNamespaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	target := exec.Command(unshare, "--pid", "--fork", "--mount", "--mount-proc", "sh", "-c",
-		`mount -t tmpfs tmpfs /tmp && exec "$0" --perf-basic-prof -e "$1" 4`, node, string(data))
+		`mount -t tmpfs tmpfs /tmp && exec "$0" --perf-basic-prof --no-logfile-per-isolate --logfile=/tmp/v8.log -e "$1" 4`, node, string(data))
 	if err := target.Start(); err != nil {
 		t.Fatal(err)
 	}
