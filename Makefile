@@ -37,6 +37,8 @@ FUZZTIME ?= 50000x
 fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzReadProfile$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/present
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCFI$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/symbolize
+	$(GO) test -run '^$$' -fuzz '^FuzzJitdump$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/symbolize
+	$(GO) test -run '^$$' -fuzz '^FuzzPerfMap$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/symbolize
 	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/symbolize/gopclntab
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/collect
 	$(GO) test -run '^$$' -fuzz '^FuzzPerfScript$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/convert

@@ -379,6 +379,9 @@ func (r *Recording) Profile() (*profile.Profile, error) {
 	r.mu.Unlock()
 	defer r.cache.Close()
 
+	// Separate debug files from debuginfod servers (DEBUGINFOD_URLS), now
+	// that recording is over: downloads never delay the recording.
+	r.cache.UseDebuginfod(symbolize.DebuginfodFromEnv())
 	kr := r.kernelSymbols()
 	if r.kernErr != nil {
 		r.Note("kernel frames are not symbolized: %v", r.kernErr)
@@ -413,6 +416,14 @@ func (r *Recording) Profile() (*profile.Profile, error) {
 			gr = pr
 		}
 		gview.Attach(p, threads, gr)
+	}
+	for _, n := range jitNotes(p, func(pid int) jitSourcer {
+		if s, ok := r.agg.Resolver(uint32(pid)).(jitSourcer); ok {
+			return s
+		}
+		return nil
+	}) {
+		r.Note("%s", n)
 	}
 	p.Notes = append(p.Notes, r.Notes()...)
 	if gonote != "" {

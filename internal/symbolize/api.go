@@ -15,14 +15,23 @@
 //     processes: create one Cache per run and call Cache.NewProcess for each
 //     process (NewProcess alone uses a private cache).
 //   - Frames come from .gopclntab for Go code, else DWARF (line table and
-//     inlined calls; separate debug files found by build ID or
-//     .gnu_debuglink), else .symtab/.dynsym. C++ and Rust names are
+//     inlined calls), else .symtab/.dynsym and MiniDebugInfo
+//     (.gnu_debugdata). Separate debug files are found by build ID or
+//     .gnu_debuglink (with its CRC) in the process's root (/proc/PID/root,
+//     held open so that it works after the process exits), then by build
+//     ID in ours, then, once Cache.UseDebuginfod was called (after the
+//     recording: never while the unwinder runs), from debuginfod. C++ and Rust names are
 //     demangled with parameters; Rust legacy hashes are dropped. DWARF's
 //     record of a function inlined into itself from its own declaration
 //     line (GCC's partial inlining: the split-off tail brought back) is
 //     not a call and adds no frame; inlined recursion does.
-//   - The vDSO is read from the process's memory; anonymous executable
-//     memory (JIT code) resolves to "[anon]+0xADDR" (absolute address).
+//   - The vDSO is read from the process's memory. Anonymous executable
+//     memory (JIT code) is named from the process's perf map
+//     (/tmp/perf-NSPID.map in its mount namespace, NSPID its PID there) and
+//     the jitdump files it maps, re-read when they grew and an address is
+//     not found (at most every 100 ms); else it resolves to "[anon]+0xADDR"
+//     (absolute address). Resolve has no sample time: the latest code
+//     loaded at an address names it (ResolveAt takes the time).
 //   - User stacks end at their last plausible return address: TrimStack cuts
 //     a stack before the first return address outside every executable
 //     mapping of the process (anonymous executable memory and the vDSO

@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"syscall"
@@ -20,6 +21,8 @@ type Cache struct {
 	byID    map[string]*object
 	byInode map[inodeKey]*object
 	all     []*object
+	closers []io.Closer // process roots, JIT symbol files
+	dinfod  *Debuginfod
 }
 
 type inodeKey struct {
@@ -43,10 +46,16 @@ func (c *Cache) Close() error {
 		if o.file != nil {
 			errs = append(errs, o.file.Close())
 		}
-		if o.debug != nil {
-			errs = append(errs, o.debug.Close())
+		for _, d := range []*elf.File{o.debug, o.remote} {
+			if d != nil {
+				errs = append(errs, d.Close())
+			}
 		}
 	}
+	for _, cl := range c.closers {
+		cl.Close()
+	}
+	c.closers = nil
 	c.all, c.byID, c.byInode = nil, map[string]*object{}, map[inodeKey]*object{}
 	return errors.Join(errs...)
 }
@@ -54,6 +63,12 @@ func (c *Cache) Close() error {
 // openFile returns the parsed object for the first of paths that opens. name
 // is the path recorded for messages (the path in /proc/PID/maps).
 func (c *Cache) openFile(name string, paths ...string) (*object, error) {
+	return c.openFileIn(hostRoot{}, name, paths...)
+}
+
+// openFileIn is openFile for a process whose root directory is root, where
+// the object's separate debug files are looked for.
+func (c *Cache) openFileIn(root fsRoot, name string, paths ...string) (*object, error) {
 	var f *os.File
 	var err error
 	for _, p := range paths {
@@ -78,6 +93,7 @@ func (c *Cache) openFile(name string, paths ...string) (*object, error) {
 		return nil, fmt.Errorf("read ELF %s: %w", name, err)
 	}
 	o := newObject(name, ef, f)
+	o.root, o.cache = root, c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old := c.byID[o.buildID]; o.buildID != "" && old != nil {
@@ -99,6 +115,7 @@ func (c *Cache) openMemory(name string, image []byte) (*object, error) {
 		return nil, fmt.Errorf("read ELF %s: %w", name, err)
 	}
 	o := newObject(name, ef, nil)
+	o.root, o.cache = hostRoot{}, c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old := c.byID[o.buildID]; o.buildID != "" && old != nil {
@@ -106,6 +123,13 @@ func (c *Cache) openMemory(name string, image []byte) (*object, error) {
 	}
 	c.add(o)
 	return o, nil
+}
+
+// closeLater has Close close x.
+func (c *Cache) closeLater(x io.Closer) {
+	c.mu.Lock()
+	c.closers = append(c.closers, x)
+	c.mu.Unlock()
 }
 
 func (c *Cache) add(o *object) {

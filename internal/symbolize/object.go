@@ -19,8 +19,17 @@ type object struct {
 	file    *os.File // nil for in-memory images
 	loads   []elf.ProgHeader
 
+	root  fsRoot // the root directory of the process it was opened for
+	cache *Cache
+
 	debugOnce sync.Once
 	debug     *elf.File // separate debug file, if any
+
+	remoteOnce sync.Once
+	remote     *elf.File // debug file from debuginfod, if any
+
+	miniOnce sync.Once
+	mini     *elf.File // MiniDebugInfo (.gnu_debugdata), if any
 
 	symOnce sync.Once
 	syms    *symTable
@@ -85,8 +94,10 @@ func (o *object) frames(pc uint64) []profile.Frame {
 func (o *object) symbols() *symTable {
 	o.symOnce.Do(func() {
 		files := []*elf.File{o.elf}
-		if d := o.debugFile(); d != nil {
-			files = append(files, d)
+		for _, d := range []*elf.File{o.fullDebugFile(), o.miniDebugInfo()} {
+			if d != nil {
+				files = append(files, d)
+			}
 		}
 		o.syms = newSymTable(files)
 	})
@@ -95,7 +106,7 @@ func (o *object) symbols() *symTable {
 
 func (o *object) dwarf() *dwarfIndex {
 	o.dwOnce.Do(func() {
-		for _, f := range []*elf.File{o.elf, o.debugFile()} {
+		for _, f := range []*elf.File{o.elf, o.fullDebugFile()} {
 			if f != nil && hasDWARF(f) {
 				if d, err := f.DWARF(); err == nil {
 					o.dw = newDWARFIndex(d)
@@ -107,14 +118,45 @@ func (o *object) dwarf() *dwarfIndex {
 	return o.dw
 }
 
+// debugFile returns the separate debug file found on this machine (in the
+// process's root or, by build ID, in ours), or nil. It never asks the
+// network: the unwinder calls it while recording.
 func (o *object) debugFile() *elf.File {
 	o.debugOnce.Do(func() {
 		if hasDWARF(o.elf) || o.file == nil {
 			return
 		}
-		o.debug = findDebugFile(o.name, o.elf, o.buildID)
+		root := o.root
+		if root == nil {
+			root = hostRoot{}
+		}
+		o.debug = findDebugFile(root, o.name, o.elf, o.buildID)
 	})
 	return o.debug
+}
+
+// fullDebugFile returns the local debug file, else the one debuginfod has
+// when the cache may use it (names and lines are looked up after the
+// recording), or nil.
+func (o *object) fullDebugFile() *elf.File {
+	if d := o.debugFile(); d != nil {
+		return d
+	}
+	o.remoteOnce.Do(func() {
+		if hasDWARF(o.elf) || o.file == nil || o.cache == nil {
+			return
+		}
+		if d := o.cache.debuginfod(); d != nil && isGNUBuildID(o.buildID) {
+			o.remote = fetchDebugFile(d, o.buildID)
+		}
+	})
+	return o.remote
+}
+
+// miniDebugInfo returns the object's MiniDebugInfo symbols, or nil.
+func (o *object) miniDebugInfo() *elf.File {
+	o.miniOnce.Do(func() { o.mini = miniDebugInfo(o.elf) })
+	return o.mini
 }
 
 func (o *object) goTable() goTable {

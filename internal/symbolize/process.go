@@ -25,6 +25,9 @@ type Process struct {
 	maps     []*region // sorted by start, non-overlapping
 	nextID   uint64
 	lastLook time.Time // when the mappings were last read, or TrimStack last tried to
+
+	root fsRoot      // the process's root directory (/proc/PID/root), held open
+	jit  *jitSymbols // names of JIT and interpreter code
 }
 
 var _ Resolver = (*Process)(nil)
@@ -47,11 +50,30 @@ func NewProcess(pid int) (*Process, error) {
 // A file that cannot be opened is not an error: its addresses resolve to
 // "module+0xoffset".
 func (c *Cache) NewProcess(pid int) (*Process, error) {
-	p := &Process{pid: pid, cache: c}
+	p := &Process{pid: pid, cache: c, root: hostRoot{}}
+	// The root stays open so that files in the process's mount namespace
+	// (a container's) can be read after it exits: the perf map a JVM
+	// writes at exit, separate debug files looked up when symbolizing.
+	if r, err := os.OpenRoot(fmt.Sprintf("/proc/%d/root", pid)); err == nil {
+		p.root = r
+		c.closeLater(r)
+	}
+	p.jit = newJITSymbols(p.root, readNSpid(pid))
+	c.closeLater(p.jit)
 	if err := p.Refresh(); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// JITSources returns the perf map and jitdump files found so far for the
+// process (paths in its mount namespace) and the process's PID in its own
+// PID namespace, which names them.
+func (p *Process) JITSources() (paths []string, nspid int) {
+	if p.jit == nil {
+		return nil, p.pid
+	}
+	return p.jit.sources(), p.jit.nspid
 }
 
 // PID returns the process ID.
@@ -85,6 +107,15 @@ func (p *Process) Refresh() error {
 
 	var regions []*region
 	for _, e := range entries {
+		if p.jit != nil && isJitdump(e.File) {
+			path, mapFile := e.File, fmt.Sprintf("/proc/%d/map_files/%x-%x", p.pid, e.Start, e.Limit)
+			p.jit.addDump(path, func() (*os.File, error) {
+				if f, err := os.Open(mapFile); err == nil {
+					return f, nil
+				}
+				return p.root.Open(strings.TrimPrefix(path, "/"))
+			})
+		}
 		if r, ok := old[mapKey(&e)]; ok {
 			regions = append(regions, r)
 			continue
@@ -151,7 +182,7 @@ func (p *Process) open(m profile.Mapping) *region {
 		}
 	case strings.HasPrefix(m.File, "/"):
 		path := strings.TrimSuffix(m.File, " (deleted)")
-		r.obj, _ = p.cache.openFile(path,
+		r.obj, _ = p.cache.openFileIn(p.root, path,
 			fmt.Sprintf("/proc/%d/map_files/%x-%x", p.pid, m.Start, m.Limit),
 			fmt.Sprintf("/proc/%d/root%s", p.pid, path))
 	case strings.HasPrefix(m.File, "[") && !strings.HasPrefix(m.File, "[anon"):
@@ -259,8 +290,18 @@ func (p *Process) locate(addr uint64) (*region, uint64, bool) {
 }
 
 // Resolve returns the mapping containing addr and the frames at addr,
-// innermost first. It never returns an empty slice.
+// innermost first. It never returns an empty slice. It does not know when
+// the address was sampled: code that a JIT replaced at the same address is
+// named by the latest code loaded there (see ResolveAt).
 func (p *Process) Resolve(addr uint64) (*profile.Mapping, []profile.Frame) {
+	return p.ResolveAt(addr, 0)
+}
+
+// ResolveAt is Resolve for an address sampled at time at (CLOCK_MONOTONIC
+// nanoseconds, bpf_ktime_get_ns): in JIT code described by a jitdump file,
+// the code loaded at addr most recently before at names it. at == 0 means
+// the time is unknown.
+func (p *Process) ResolveAt(addr, at uint64) (*profile.Mapping, []profile.Frame) {
 	r, va, ok := p.locate(addr)
 	if r == nil {
 		return nil, []profile.Frame{{Function: fmt.Sprintf("[unknown]+0x%x", addr)}}
@@ -272,6 +313,11 @@ func (p *Process) Resolve(addr uint64) (*profile.Mapping, []profile.Frame) {
 	}
 	switch {
 	case r.pseudo == "[anon]":
+		if p.jit != nil {
+			if f, ok := p.jit.lookup(addr, at); ok {
+				return r.m, []profile.Frame{f}
+			}
+		}
 		// Anonymous memory has no file offsets: name the absolute address.
 		return r.m, []profile.Frame{{Function: fmt.Sprintf("[anon]+0x%x", addr)}}
 	case r.pseudo != "":
