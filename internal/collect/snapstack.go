@@ -42,6 +42,12 @@ func (s *StackSymbolizer) Stack(t *ThreadSnapshot) (kernel, user []*profile.Loca
 	return kernel, user
 }
 
+// Resolver opens the resolver of process pid now, while it exists (it is
+// kept for the addresses of that process); nil if it cannot be read.
+func (s *StackSymbolizer) Resolver(pid int) ProcessResolver {
+	return s.b.a.Resolver(uint32(pid))
+}
+
 // User returns the location of a user address of process pid: exact is
 // set for a pc where execution stopped or resumes, clear for a return
 // address (then the call before it is named).

@@ -53,6 +53,8 @@ type Dump struct {
 	Threads   []Thread `json:"threads"`
 	Go        *Go      `json:"go,omitempty"`
 	Warnings  []string `json:"warnings,omitempty"`
+
+	goVersion string
 }
 
 // Thread is one thread at the snapshot.
@@ -136,15 +138,28 @@ type Options struct {
 	All bool
 }
 
-// Take dumps process pid.
+// Take dumps process pid. What takes long (the goroutine reader's look at
+// the executable, the kernel's symbols) is done first, so that the threads
+// and the goroutines are read as close together as they can be.
 func Take(pid int, opts Options) (*Dump, error) {
 	start := time.Now()
-	threads, err := collect.SnapshotThreads(pid)
-	if err != nil {
-		return nil, err
+	if !linux.ProcessExists(pid) {
+		return nil, fmt.Errorf("process %d: %w", pid, ErrNoSuchProcess)
 	}
 	d := &Dump{Format: Format, PID: pid, Time: start}
 	d.Command, _ = linux.CommandLine(pid)
+	gr, err := goroutines.Open(pid)
+	if err != nil {
+		if !linux.ProcessExists(pid) {
+			return nil, fmt.Errorf("process %d exited during the dump: %w", pid, ErrNoSuchProcess)
+		}
+		if !errors.Is(err, goroutines.ErrNotGo) {
+			d.Warnings = append(d.Warnings, fmt.Sprintf("goroutines not read: %v", err))
+		}
+		gr = nil
+	} else {
+		defer gr.Close()
+	}
 	cache := symbolize.NewCache()
 	defer cache.Close()
 	newResolver := func(pid int) (collect.ProcessResolver, error) { return cache.NewProcess(pid) }
@@ -155,13 +170,18 @@ func Take(pid int, opts Options) (*Dump, error) {
 		d.Warnings = append(d.Warnings, fmt.Sprintf("kernel frames not named: %v", err))
 	}
 	sym := collect.NewStackSymbolizer(newResolver, kernel)
+	// The process's mappings, while it certainly exists.
+	sym.Resolver(pid)
 
+	threads, err := collect.SnapshotThreads(pid)
+	if err != nil {
+		return nil, err
+	}
 	var snap *goroutines.Snapshot
-	var version string
-	if r, err := goroutines.Open(pid); err == nil {
-		s, err := r.Snapshot()
-		version = r.GoVersion()
-		r.Close()
+	var snapMono uint64 // CLOCK_MONOTONIC when the goroutines were read
+	if gr != nil {
+		snapMono = linux.Monotonic()
+		s, err := gr.Snapshot()
 		switch {
 		case errors.Is(err, goroutines.ErrProcessGone):
 			return nil, fmt.Errorf("process %d exited during the dump: %w", pid, ErrNoSuchProcess)
@@ -170,15 +190,11 @@ func Take(pid int, opts Options) (*Dump, error) {
 		default:
 			snap = &s
 		}
-	} else if !errors.Is(err, goroutines.ErrNotGo) {
-		if !linux.ProcessExists(pid) {
-			return nil, fmt.Errorf("process %d exited during the dump: %w", pid, ErrNoSuchProcess)
-		}
-		d.Warnings = append(d.Warnings, fmt.Sprintf("goroutines not read: %v", err))
+		d.goVersion = gr.GoVersion()
 	}
 	d.Threads = buildThreads(threads, sym, snap)
 	if snap != nil {
-		d.Go = buildGo(pid, version, snap, threads, sym, opts, linux.Monotonic())
+		d.Go = buildGo(pid, d.goVersion, snap, threads, sym, opts, snapMono)
 	}
 	d.ElapsedNs = int64(time.Since(start))
 	return d, nil
