@@ -212,7 +212,7 @@ func framesOf(locs []*profile.Location, kernel bool) []Frame {
 }
 
 // buildThreads symbolizes the threads, sorted by TID.
-func buildThreads(ts []collect.ThreadSnapshot, sym *collect.StackSymbolizer, snap *goroutines.Snapshot) []Thread {
+func buildThreads(ts []collect.ThreadSnapshot, sym symbolizer, snap *goroutines.Snapshot) []Thread {
 	onThread := map[int]uint64{}
 	if snap != nil {
 		for _, g := range snap.Goroutines {

@@ -102,7 +102,12 @@ func buildGo(pid int, version string, snap *goroutines.Snapshot, threads []colle
 		sort.Ints(gr.Threads)
 		out.Groups = append(out.Groups, *gr)
 	}
-	sort.SliceStable(out.Groups, func(i, j int) bool { return less(&out.Groups[i], &out.Groups[j]) })
+	if opts.All {
+		// One goroutine each: by id, as the runtime lists them.
+		sort.Slice(out.Groups, func(i, j int) bool { return out.Groups[i].IDs[0] < out.Groups[j].IDs[0] })
+	} else {
+		sort.SliceStable(out.Groups, func(i, j int) bool { return less(&out.Groups[i], &out.Groups[j]) })
+	}
 	return out
 }
 
