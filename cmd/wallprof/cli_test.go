@@ -135,6 +135,13 @@ var usageErrors = map[string][][]string{
 		{"--load", "http://localhost:1/", "--rate", "1/s", "--duration", "1s", "-F", "0", "--", "true"},
 		{"--load", "http://localhost:1/", "--rate", "1/s", "--duration", "1s", "--pprof", "localhost:1", "--", "true"},
 	},
+	"dump": {
+		{},
+		{"--bogus", "-p", "1"},
+		{"-p", "-3"},
+		{"-p", "abc"},
+		{"-p", "1", "extra"},
+	},
 	"escapes": {
 		{"--bogus"},
 		{},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/wallprof/wallprof/internal/dump"
 	"github.com/wallprof/wallprof/internal/goruntime/escapes"
 	"github.com/wallprof/wallprof/internal/goruntime/gctrace"
 	"github.com/wallprof/wallprof/internal/load"
@@ -29,7 +30,7 @@ var schemaDir = filepath.Join("..", "..", "doc", "schemas")
 // schemaIDs are the ids of every JSON output.
 var schemaIDs = []string{
 	present.ReportFormat, present.DiffFormat, present.GoroutinesFormat,
-	load.Format, gctrace.Format, escapes.Format, runreport.Format,
+	load.Format, gctrace.Format, escapes.Format, runreport.Format, dump.Format,
 }
 
 func schemaFile(id string) string { return strings.ReplaceAll(id, "/", ".") + ".json" }
@@ -177,6 +178,8 @@ func schemaOutputs(t *testing.T) map[string][]byte {
 
 	goldens, _ := filepath.Glob(filepath.Join("..", "..", "internal", "present", "testdata", "*.json"))
 	more, _ := filepath.Glob(filepath.Join(logs, "*.json"))
+	dumps, _ := filepath.Glob(filepath.Join("..", "..", "internal", "dump", "testdata", "*.json"))
+	more = append(more, dumps...)
 	for _, g := range append(goldens, more...) {
 		data, err := os.ReadFile(g)
 		if err != nil {

@@ -59,6 +59,41 @@ type WallprofTgidSet struct {
 	Tgid [16]uint32
 }
 
+type WallprofThreadSnap struct {
+	_           structs.HostLayout
+	Pid         uint32
+	Tid         uint32
+	State       uint32
+	Flags       uint32
+	OnCpu       int32
+	OnRq        int32
+	Cpu         uint32
+	Pad         uint32
+	Now         uint64
+	RqClock     uint64
+	MyRqClock   uint64
+	RqClockTask uint64
+	ExecStart   uint64
+	SumExec     uint64
+	PrevSumExec uint64
+	LastArrival uint64
+	LastQueued  uint64
+	RunDelay    uint64
+	Nvcsw       uint64
+	Nivcsw      uint64
+	Comm        [16]int8
+	Ip          uint64
+	Sp          uint64
+	Bp          uint64
+	Klen        int32
+	Ulen        int32
+	SnapLen     uint32
+	Pad2        uint32
+	Kstack      [127]uint64
+	Ustack      [127]uint64
+	Snap        [512]uint8
+}
+
 type WallprofTstate struct {
 	_            structs.HostLayout
 	InTs         uint64
@@ -85,36 +120,40 @@ type WallprofTstate struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	WallprofMapCpuIn        = "cpu_in"
-	WallprofMapEvents       = "events"
-	WallprofMapLost         = "lost"
-	WallprofMapPendings     = "pendings"
-	WallprofMapScratch      = "scratch"
-	WallprofMapStash        = "stash"
-	WallprofMapTargets      = "targets"
-	WallprofMapTgids        = "tgids"
-	WallprofMapThreads      = "threads"
-	WallprofProgDumpOffcpu  = "dump_offcpu"
-	WallprofProgOnCpuSample = "on_cpu_sample"
-	WallprofProgOnFork      = "on_fork"
-	WallprofProgOnResume    = "on_resume"
-	WallprofProgOnSchedExit = "on_sched_exit"
-	WallprofProgOnSwitch    = "on_switch"
-	WallprofProgOnSwitchIn  = "on_switch_in"
-	WallprofProgOnSysExit   = "on_sys_exit"
-	WallprofProgOnTaskExit  = "on_task_exit"
-	WallprofProgOnWakeup    = "on_wakeup"
-	WallprofProgOnWakeupNew = "on_wakeup_new"
-	WallprofVarClockCal     = "clock_cal"
-	WallprofVarClockOff     = "clock_off"
-	WallprofVarFollowForks  = "follow_forks"
-	WallprofVarOffPeriodNs  = "off_period_ns"
-	WallprofVarPeriodNs     = "period_ns"
-	WallprofVarResumeMode   = "resume_mode"
-	WallprofVarStartNs      = "start_ns"
-	WallprofVarUnusedExit   = "unused_exit"
-	WallprofVarUnusedSample = "unused_sample"
-	WallprofVarUseRd        = "use_rd"
+	WallprofMapCpuIn            = "cpu_in"
+	WallprofMapEvents           = "events"
+	WallprofMapLost             = "lost"
+	WallprofMapPendings         = "pendings"
+	WallprofMapScratch          = "scratch"
+	WallprofMapSnapBuf          = "snap_buf"
+	WallprofMapStash            = "stash"
+	WallprofMapTargets          = "targets"
+	WallprofMapTgids            = "tgids"
+	WallprofMapThreads          = "threads"
+	WallprofProgDumpOffcpu      = "dump_offcpu"
+	WallprofProgOnCpuSample     = "on_cpu_sample"
+	WallprofProgOnFork          = "on_fork"
+	WallprofProgOnResume        = "on_resume"
+	WallprofProgOnSchedExit     = "on_sched_exit"
+	WallprofProgOnSwitch        = "on_switch"
+	WallprofProgOnSwitchIn      = "on_switch_in"
+	WallprofProgOnSysExit       = "on_sys_exit"
+	WallprofProgOnTaskExit      = "on_task_exit"
+	WallprofProgOnWakeup        = "on_wakeup"
+	WallprofProgOnWakeupNew     = "on_wakeup_new"
+	WallprofProgSnapshotThreads = "snapshot_threads"
+	WallprofVarClockCal         = "clock_cal"
+	WallprofVarClockOff         = "clock_off"
+	WallprofVarFollowForks      = "follow_forks"
+	WallprofVarOffPeriodNs      = "off_period_ns"
+	WallprofVarPeriodNs         = "period_ns"
+	WallprofVarResumeMode       = "resume_mode"
+	WallprofVarSnapTgid         = "snap_tgid"
+	WallprofVarStartNs          = "start_ns"
+	WallprofVarUnusedExit       = "unused_exit"
+	WallprofVarUnusedSample     = "unused_sample"
+	WallprofVarUnusedThreadSnap = "unused_thread_snap"
+	WallprofVarUseRd            = "use_rd"
 )
 
 // LoadWallprof returns the embedded CollectionSpec for Wallprof.
@@ -159,17 +198,18 @@ type WallprofSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type WallprofProgramSpecs struct {
-	DumpOffcpu  *ebpf.ProgramSpec `ebpf:"dump_offcpu"`
-	OnCpuSample *ebpf.ProgramSpec `ebpf:"on_cpu_sample"`
-	OnFork      *ebpf.ProgramSpec `ebpf:"on_fork"`
-	OnResume    *ebpf.ProgramSpec `ebpf:"on_resume"`
-	OnSchedExit *ebpf.ProgramSpec `ebpf:"on_sched_exit"`
-	OnSwitch    *ebpf.ProgramSpec `ebpf:"on_switch"`
-	OnSwitchIn  *ebpf.ProgramSpec `ebpf:"on_switch_in"`
-	OnSysExit   *ebpf.ProgramSpec `ebpf:"on_sys_exit"`
-	OnTaskExit  *ebpf.ProgramSpec `ebpf:"on_task_exit"`
-	OnWakeup    *ebpf.ProgramSpec `ebpf:"on_wakeup"`
-	OnWakeupNew *ebpf.ProgramSpec `ebpf:"on_wakeup_new"`
+	DumpOffcpu      *ebpf.ProgramSpec `ebpf:"dump_offcpu"`
+	OnCpuSample     *ebpf.ProgramSpec `ebpf:"on_cpu_sample"`
+	OnFork          *ebpf.ProgramSpec `ebpf:"on_fork"`
+	OnResume        *ebpf.ProgramSpec `ebpf:"on_resume"`
+	OnSchedExit     *ebpf.ProgramSpec `ebpf:"on_sched_exit"`
+	OnSwitch        *ebpf.ProgramSpec `ebpf:"on_switch"`
+	OnSwitchIn      *ebpf.ProgramSpec `ebpf:"on_switch_in"`
+	OnSysExit       *ebpf.ProgramSpec `ebpf:"on_sys_exit"`
+	OnTaskExit      *ebpf.ProgramSpec `ebpf:"on_task_exit"`
+	OnWakeup        *ebpf.ProgramSpec `ebpf:"on_wakeup"`
+	OnWakeupNew     *ebpf.ProgramSpec `ebpf:"on_wakeup_new"`
+	SnapshotThreads *ebpf.ProgramSpec `ebpf:"snapshot_threads"`
 }
 
 // WallprofMapSpecs contains maps before they are loaded into the kernel.
@@ -181,6 +221,7 @@ type WallprofMapSpecs struct {
 	Lost     *ebpf.MapSpec `ebpf:"lost"`
 	Pendings *ebpf.MapSpec `ebpf:"pendings"`
 	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
+	SnapBuf  *ebpf.MapSpec `ebpf:"snap_buf"`
 	Stash    *ebpf.MapSpec `ebpf:"stash"`
 	Targets  *ebpf.MapSpec `ebpf:"targets"`
 	Tgids    *ebpf.MapSpec `ebpf:"tgids"`
@@ -191,16 +232,18 @@ type WallprofMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type WallprofVariableSpecs struct {
-	ClockCal     *ebpf.VariableSpec `ebpf:"clock_cal"`
-	ClockOff     *ebpf.VariableSpec `ebpf:"clock_off"`
-	FollowForks  *ebpf.VariableSpec `ebpf:"follow_forks"`
-	OffPeriodNs  *ebpf.VariableSpec `ebpf:"off_period_ns"`
-	PeriodNs     *ebpf.VariableSpec `ebpf:"period_ns"`
-	ResumeMode   *ebpf.VariableSpec `ebpf:"resume_mode"`
-	StartNs      *ebpf.VariableSpec `ebpf:"start_ns"`
-	UnusedExit   *ebpf.VariableSpec `ebpf:"unused_exit"`
-	UnusedSample *ebpf.VariableSpec `ebpf:"unused_sample"`
-	UseRd        *ebpf.VariableSpec `ebpf:"use_rd"`
+	ClockCal         *ebpf.VariableSpec `ebpf:"clock_cal"`
+	ClockOff         *ebpf.VariableSpec `ebpf:"clock_off"`
+	FollowForks      *ebpf.VariableSpec `ebpf:"follow_forks"`
+	OffPeriodNs      *ebpf.VariableSpec `ebpf:"off_period_ns"`
+	PeriodNs         *ebpf.VariableSpec `ebpf:"period_ns"`
+	ResumeMode       *ebpf.VariableSpec `ebpf:"resume_mode"`
+	SnapTgid         *ebpf.VariableSpec `ebpf:"snap_tgid"`
+	StartNs          *ebpf.VariableSpec `ebpf:"start_ns"`
+	UnusedExit       *ebpf.VariableSpec `ebpf:"unused_exit"`
+	UnusedSample     *ebpf.VariableSpec `ebpf:"unused_sample"`
+	UnusedThreadSnap *ebpf.VariableSpec `ebpf:"unused_thread_snap"`
+	UseRd            *ebpf.VariableSpec `ebpf:"use_rd"`
 }
 
 // WallprofObjects contains all objects after they have been loaded into the kernel.
@@ -228,6 +271,7 @@ type WallprofMaps struct {
 	Lost     *ebpf.Map `ebpf:"lost"`
 	Pendings *ebpf.Map `ebpf:"pendings"`
 	Scratch  *ebpf.Map `ebpf:"scratch"`
+	SnapBuf  *ebpf.Map `ebpf:"snap_buf"`
 	Stash    *ebpf.Map `ebpf:"stash"`
 	Targets  *ebpf.Map `ebpf:"targets"`
 	Tgids    *ebpf.Map `ebpf:"tgids"`
@@ -241,6 +285,7 @@ func (m *WallprofMaps) Close() error {
 		m.Lost,
 		m.Pendings,
 		m.Scratch,
+		m.SnapBuf,
 		m.Stash,
 		m.Targets,
 		m.Tgids,
@@ -252,33 +297,36 @@ func (m *WallprofMaps) Close() error {
 //
 // It can be passed to LoadWallprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type WallprofVariables struct {
-	ClockCal     *ebpf.Variable `ebpf:"clock_cal"`
-	ClockOff     *ebpf.Variable `ebpf:"clock_off"`
-	FollowForks  *ebpf.Variable `ebpf:"follow_forks"`
-	OffPeriodNs  *ebpf.Variable `ebpf:"off_period_ns"`
-	PeriodNs     *ebpf.Variable `ebpf:"period_ns"`
-	ResumeMode   *ebpf.Variable `ebpf:"resume_mode"`
-	StartNs      *ebpf.Variable `ebpf:"start_ns"`
-	UnusedExit   *ebpf.Variable `ebpf:"unused_exit"`
-	UnusedSample *ebpf.Variable `ebpf:"unused_sample"`
-	UseRd        *ebpf.Variable `ebpf:"use_rd"`
+	ClockCal         *ebpf.Variable `ebpf:"clock_cal"`
+	ClockOff         *ebpf.Variable `ebpf:"clock_off"`
+	FollowForks      *ebpf.Variable `ebpf:"follow_forks"`
+	OffPeriodNs      *ebpf.Variable `ebpf:"off_period_ns"`
+	PeriodNs         *ebpf.Variable `ebpf:"period_ns"`
+	ResumeMode       *ebpf.Variable `ebpf:"resume_mode"`
+	SnapTgid         *ebpf.Variable `ebpf:"snap_tgid"`
+	StartNs          *ebpf.Variable `ebpf:"start_ns"`
+	UnusedExit       *ebpf.Variable `ebpf:"unused_exit"`
+	UnusedSample     *ebpf.Variable `ebpf:"unused_sample"`
+	UnusedThreadSnap *ebpf.Variable `ebpf:"unused_thread_snap"`
+	UseRd            *ebpf.Variable `ebpf:"use_rd"`
 }
 
 // WallprofPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to LoadWallprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type WallprofPrograms struct {
-	DumpOffcpu  *ebpf.Program `ebpf:"dump_offcpu"`
-	OnCpuSample *ebpf.Program `ebpf:"on_cpu_sample"`
-	OnFork      *ebpf.Program `ebpf:"on_fork"`
-	OnResume    *ebpf.Program `ebpf:"on_resume"`
-	OnSchedExit *ebpf.Program `ebpf:"on_sched_exit"`
-	OnSwitch    *ebpf.Program `ebpf:"on_switch"`
-	OnSwitchIn  *ebpf.Program `ebpf:"on_switch_in"`
-	OnSysExit   *ebpf.Program `ebpf:"on_sys_exit"`
-	OnTaskExit  *ebpf.Program `ebpf:"on_task_exit"`
-	OnWakeup    *ebpf.Program `ebpf:"on_wakeup"`
-	OnWakeupNew *ebpf.Program `ebpf:"on_wakeup_new"`
+	DumpOffcpu      *ebpf.Program `ebpf:"dump_offcpu"`
+	OnCpuSample     *ebpf.Program `ebpf:"on_cpu_sample"`
+	OnFork          *ebpf.Program `ebpf:"on_fork"`
+	OnResume        *ebpf.Program `ebpf:"on_resume"`
+	OnSchedExit     *ebpf.Program `ebpf:"on_sched_exit"`
+	OnSwitch        *ebpf.Program `ebpf:"on_switch"`
+	OnSwitchIn      *ebpf.Program `ebpf:"on_switch_in"`
+	OnSysExit       *ebpf.Program `ebpf:"on_sys_exit"`
+	OnTaskExit      *ebpf.Program `ebpf:"on_task_exit"`
+	OnWakeup        *ebpf.Program `ebpf:"on_wakeup"`
+	OnWakeupNew     *ebpf.Program `ebpf:"on_wakeup_new"`
+	SnapshotThreads *ebpf.Program `ebpf:"snapshot_threads"`
 }
 
 func (p *WallprofPrograms) Close() error {
@@ -294,6 +342,7 @@ func (p *WallprofPrograms) Close() error {
 		p.OnTaskExit,
 		p.OnWakeup,
 		p.OnWakeupNew,
+		p.SnapshotThreads,
 	)
 }
 

@@ -176,6 +176,9 @@ func (r *Reader) goroutine(p *gplan, tid int, stack []uint64, truncated bool) Go
 	if p.status == Waiting {
 		g.WaitReason = r.layout.WaitReason(uint8(p.v.wait))
 	}
+	if p.status == Waiting || p.status == Syscall {
+		g.WaitSince = int64(p.v.waitsince)
+	}
 	return g
 }
 

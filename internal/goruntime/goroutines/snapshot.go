@@ -16,6 +16,13 @@ type Goroutine struct {
 	// WaitReason is the runtime's wait reason ("chan receive", "IO wait",
 	// "sync.Mutex.Lock", ...) when Status is Waiting, else "".
 	WaitReason string
+	// WaitSince is when the goroutine began to wait, on the runtime's
+	// clock (nanotime: CLOCK_MONOTONIC on Linux), as the runtime's own
+	// tracebacks show it ("[chan receive, 5 minutes]"): the runtime sets
+	// it only when a garbage collection finds the goroutine waiting or in
+	// a system call, to that collection's start (a lower bound of the
+	// wait), and clears it when the goroutine runs again. 0: not known.
+	WaitSince int64
 	// GoPC is the return address of the go statement that created the
 	// goroutine (look up GoPC-1 to name the creating function); StartPC is
 	// the entry of the goroutine's function.
@@ -197,6 +204,7 @@ func (r *Reader) readAllgs() ([]uint64, error) {
 // gview is the part of a runtime.g that the reader uses.
 type gview struct {
 	goid, parent, status, wait, labels uint64
+	waitsince                          uint64
 	lo, hi, sp, pc, bp, m, gopc        uint64
 	startpc                            uint64
 }
@@ -216,6 +224,9 @@ func (r *Reader) parseG(b []byte) gview {
 		gopc:    word(b, o.GGopc),
 		startpc: word(b, o.GStartpc),
 		labels:  word(b, o.GLabels),
+	}
+	if ws := o.GWaitsince(); ws >= 0 && ws+8 <= len(b) {
+		v.waitsince = word(b, ws)
 	}
 	if o.GParentGoid >= 0 {
 		v.parent = word(b, o.GParentGoid)

@@ -59,6 +59,13 @@ type Offsets struct {
 	MCurg         int // m.curg (*g)
 }
 
+// GWaitsince is the offset of g.waitsince (int64: the runtime's nanotime,
+// CLOCK_MONOTONIC, when the first garbage collection found the goroutine
+// blocked; 0 until then). It is declared right before g.waitreason in
+// every Go version from 1.19 to 1.26 (runtime/runtime2.go), so it is not
+// in the tables; TestDrift checks it against DWARF.
+func (o Offsets) GWaitsince() int { return o.GWaitreason - 8 }
+
 // Layout is everything rtlayout knows about one Go minor version.
 type Layout struct {
 	Version     string   // Go minor version, "go1.22"

@@ -1,6 +1,7 @@
 package rtlayout
 
 import (
+	"debug/dwarf"
 	"debug/elf"
 	"errors"
 	"os"
@@ -130,6 +131,9 @@ func TestDrift(t *testing.T) {
 	if got != l.Offsets {
 		t.Errorf("offsets from DWARF of %s:\n%+v\ncommitted table:\n%+v\nregenerate with go run ./internal/goruntime/rtlayout/gen", runtime.Version(), got, l.Offsets)
 	}
+	if off, ok := fieldOffset(gType(t, d), "waitsince"); !ok || off != l.Offsets.GWaitsince() {
+		t.Errorf("g.waitsince at %d (found: %v), want right before g.waitreason (%d)", off, ok, l.Offsets.GWaitsince())
+	}
 	goroot, err := exec.Command("go", "env", "GOROOT").Output()
 	if err != nil {
 		t.Fatalf("go env GOROOT: %v", err)
@@ -176,4 +180,14 @@ var waitReasonStrings = [...]string{
 	if _, err := ParseWaitReasons([]byte("package runtime\n")); err == nil {
 		t.Error("no error for a file without wait reasons")
 	}
+}
+
+// gType returns the DWARF type of runtime.g.
+func gType(t *testing.T, d *dwarf.Data) *dwarf.StructType {
+	t.Helper()
+	types, err := structTypes(d, "runtime.g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return types["runtime.g"]
 }

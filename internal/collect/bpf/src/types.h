@@ -35,6 +35,7 @@ struct cfs_rq {
 struct sched_entity {
 	__u64 exec_start; /* rq clock_task when sum_exec_runtime was last brought up to date */
 	__u64 sum_exec_runtime;
+	__u64 prev_sum_exec_runtime; /* sum_exec_runtime at its latest pick (switch-in) */
 	struct cfs_rq *cfs_rq; /* CONFIG_FAIR_GROUP_SCHED */
 };
 
@@ -55,6 +56,7 @@ struct task_struct {
 	unsigned int __state;
 	unsigned int flags;
 	int on_cpu;                 /* on a CPU now (CONFIG_SMP) */
+	int on_rq;                  /* on a run queue (running or runnable) */
 	unsigned long nvcsw;        /* voluntary switches: it blocked */
 	unsigned long nivcsw;       /* involuntary switches: it was preempted */
 	unsigned sched_contributes_to_load:1; /* its latest block was uninterruptible, not TASK_NOLOAD */

@@ -1302,6 +1302,49 @@ static __always_inline bool resume_close(struct task_struct *task, struct tstate
  * The end of a recording (both modes).
  * ====================================================================== */
 
+/* walk_task_user walks task's user stack by frame pointers from its saved
+ * registers (ip, bp) through its memory (a sleepable program), leaf first,
+ * into out (MAX_STACK entries); it returns the entries filled. */
+static __always_inline int walk_task_user(struct task_struct *task, u64 ip, u64 bp, u64 *out)
+{
+	int n = 1;
+	out[0] = ip;
+	for (int i = 1; i < MAX_STACK; i++) {
+		u64 frame[2];
+		if (!bp || (bp & 7))
+			break;
+		if (bpf_copy_from_user_task(frame, sizeof(frame), (void *)bp, task, 0))
+			break;
+		if (!frame[1])
+			break;
+		out[i] = frame[1];
+		n = i + 1;
+		if (frame[0] <= bp)
+			break;
+		bp = frame[0];
+	}
+	return n;
+}
+
+/* snapshot_task copies task's user stack memory at sp into out (SNAP_BYTES),
+ * for the user-space unwinder that recovers frames the frame-pointer walk
+ * skips; it returns the bytes copied (up to the page end if the stack ends
+ * there). */
+static __always_inline u32 snapshot_task(struct task_struct *task, u64 sp, u8 *out)
+{
+	if (!sp)
+		return 0;
+	if (bpf_copy_from_user_task(out, SNAP_BYTES, (void *)sp, task, 0) == 0)
+		return SNAP_BYTES;
+	u32 m = 4096 - (sp & 4095);
+	if (m > SNAP_BYTES)
+		m = SNAP_BYTES;
+	if (bpf_copy_from_user_task(out, m, (void *)sp, task, 0) == 0)
+		return m;
+	count_lost(LOST_SNAPSHOT);
+	return 0;
+}
+
 /* End of recording: the stacks of target threads that are off CPU. The
  * weights are filled in by user space from the thread table. */
 SEC("iter.s/task")
@@ -1340,40 +1383,125 @@ int dump_offcpu(struct bpf_iter__task *ctx)
 	if (e->klen < 0)
 		count_lost(LOST_KSTACK);
 
-	/* User stack: frame-pointer walk through the task's memory. */
-	u64 bp = e->bp;
-	int n = 0;
-	e->ustack[0] = e->ip;
-	n = 1;
-	for (int i = 1; i < MAX_STACK; i++) {
-		u64 frame[2];
-		if (!bp || (bp & 7))
-			break;
-		if (bpf_copy_from_user_task(frame, sizeof(frame), (void *)bp, task, 0))
-			break;
-		if (!frame[1])
-			break;
-		e->ustack[i] = frame[1];
-		n = i + 1;
-		if (frame[0] <= bp)
-			break;
-		bp = frame[0];
-	}
-	e->ulen = n * 8;
-
-	e->snap_len = 0;
-	if (e->sp && bpf_copy_from_user_task(e->snap, SNAP_BYTES, (void *)e->sp, task, 0) == 0) {
-		e->snap_len = SNAP_BYTES;
-	} else if (e->sp) {
-		u32 m = 4096 - (e->sp & 4095);
-		if (m > SNAP_BYTES)
-			m = SNAP_BYTES;
-		if (bpf_copy_from_user_task(e->snap, m, (void *)e->sp, task, 0) == 0)
-			e->snap_len = m;
-		else
-			count_lost(LOST_SNAPSHOT);
-	}
+	e->ulen = walk_task_user(task, e->ip, e->bp, e->ustack) * 8;
+	e->snap_len = snapshot_task(task, e->sp, e->snap);
 	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+/* ======================================================================
+ * A snapshot of one process's threads now (wallprof dump).
+ *
+ * A task iterator of its own, loaded alone (collect.SnapshotThreads): no
+ * other program of this file is attached, no thread table is used. For every
+ * thread of snap_tgid it writes one struct thread_snap to the iterator's
+ * output: its scheduler state, the scheduler's timestamps user space derives
+ * the time in that state from, and its stacks as dump_offcpu takes them.
+ * ====================================================================== */
+
+/* The process to snapshot, set by user space before loading. */
+const volatile u32 snap_tgid = 0;
+
+struct thread_snap {
+	u32 pid;
+	u32 tid;
+	u32 state;  /* task->__state: 0 running or runnable, else TASK_* bits */
+	u32 flags;  /* task->flags (PF_EXITING...) */
+	s32 on_cpu; /* on a CPU now */
+	s32 on_rq;  /* on a run queue (running or runnable) */
+	u32 cpu;    /* the CPU whose run queue it is (or was last) on */
+	u32 pad;
+	u64 now;          /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) when read */
+	u64 rq_clock;     /* its run queue's clock (rq->clock), as last updated */
+	u64 my_rq_clock;  /* the reading CPU's run queue's clock */
+	u64 rq_clock_task; /* its run queue's clock_task (less steal and IRQ time) */
+	u64 exec_start;   /* se.exec_start: rq clock_task when its CPU time was last charged */
+	u64 sum_exec;     /* se.sum_exec_runtime: its CPU time */
+	u64 prev_sum_exec; /* se.prev_sum_exec_runtime: its CPU time at its latest switch-in */
+	u64 last_arrival; /* sched_info.last_arrival: rq clock at its latest switch-in */
+	u64 last_queued;  /* sched_info.last_queued: rq clock when its current wait for a CPU began, 0 if none */
+	u64 run_delay;    /* sched_info.run_delay: its total wait for a CPU */
+	u64 nvcsw, nivcsw;
+	char comm[16];
+	u64 ip, sp, bp; /* saved user registers */
+	s32 klen;       /* bytes of kstack, or negative errno */
+	s32 ulen;       /* bytes of ustack */
+	u32 snap_len;
+	u32 pad2;
+	u64 kstack[MAX_STACK];
+	u64 ustack[MAX_STACK];
+	u8 snap[SNAP_BYTES];
+};
+
+const struct thread_snap *unused_thread_snap __attribute__((unused));
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct thread_snap);
+} snap_buf SEC(".maps");
+
+/* rq_clocks reads the clocks of the run queue p is on. */
+static __always_inline void rq_clocks(struct task_struct *p, u64 *clock, u64 *clock_task)
+{
+	struct rq *rq = task_rq(p);
+	*clock = rq ? rq->clock : 0;
+	*clock_task = rq ? rq->clock_task : 0;
+}
+
+SEC("iter.s/task")
+int snapshot_threads(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	if (!task || (u32)task->tgid != snap_tgid)
+		return 0;
+	u32 zero = 0;
+	/* Per CPU: the program stays on its CPU (sleepable programs run with
+	 * migration disabled). Two dumps at once whose iterators sleep in a
+	 * page fault on the same CPU could mix a record: not guarded. */
+	struct thread_snap *e = bpf_map_lookup_elem(&snap_buf, &zero);
+	if (!e)
+		return 0;
+	e->pid = task->tgid;
+	e->tid = task->pid;
+	e->state = task->__state;
+	e->flags = task->flags;
+	e->on_cpu = task->on_cpu;
+	e->on_rq = task->on_rq;
+	e->cpu = task_cpu(task);
+	e->pad = 0;
+	/* The clocks first, the stacks after: a thread that runs meanwhile
+	 * shows the stack it ran into, its timestamps say when it was read. */
+	e->now = bpf_ktime_get_ns();
+	rq_clocks(task, &e->rq_clock, &e->rq_clock_task);
+	u64 mine;
+	rq_clocks(bpf_get_current_task_btf(), &e->my_rq_clock, &mine);
+	e->exec_start = task->se.exec_start;
+	e->sum_exec = task->se.sum_exec_runtime;
+	e->prev_sum_exec = 0;
+	if (bpf_core_field_exists(task->se.prev_sum_exec_runtime))
+		e->prev_sum_exec = task->se.prev_sum_exec_runtime;
+	e->last_arrival = 0;
+	e->last_queued = 0;
+	e->run_delay = 0;
+	if (bpf_core_field_exists(task->sched_info.last_arrival)) {
+		e->last_arrival = task->sched_info.last_arrival;
+		e->last_queued = task->sched_info.last_queued;
+		e->run_delay = task->sched_info.run_delay;
+	}
+	e->nvcsw = task->nvcsw;
+	e->nivcsw = task->nivcsw;
+	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->comm);
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	e->ip = BPF_CORE_READ(regs, ip);
+	e->sp = BPF_CORE_READ(regs, sp);
+	e->bp = BPF_CORE_READ(regs, bp);
+	e->klen = bpf_get_task_stack(task, e->kstack, sizeof(e->kstack), 0);
+	e->ulen = walk_task_user(task, e->ip, e->bp, e->ustack) * 8;
+	e->snap_len = snapshot_task(task, e->sp, e->snap);
+	e->pad2 = 0;
+	bpf_seq_write(ctx->meta->seq, e, sizeof(*e));
 	return 0;
 }
 

@@ -1,0 +1,3 @@
+module godump
+
+go 1.21
