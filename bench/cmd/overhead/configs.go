@@ -35,6 +35,7 @@ type env struct {
 	OutDir       string // where profiles are written
 	Perf         string // path of perf
 	Timerfloor   string // path of bench/cmd/timerfloor's binary
+	AttachSh     string // path of bench/attach.sh
 	Count        string // perf stat event counted over every run (COUNT), "" for none
 }
 
@@ -54,6 +55,14 @@ func wallprofBaseAt(name string, hz int, extra ...string) func(*env, []string) [
 		cmd := []string{e.WallprofBase, "record", "-F", fmt.Sprint(hz), "-o", e.out(name + ".pb.gz")}
 		cmd = append(cmd, extra...)
 		return append(append(cmd, "--"), argv...)
+	}
+}
+
+// attached runs the workload under bench/attach.sh, with wallprof's
+// command mode (record or top) attached to it by PID.
+func attached(mode, name string) func(*env, []string) []string {
+	return func(e *env, argv []string) []string {
+		return append([]string{e.AttachSh, e.Wallprof, mode, e.out(name), "--"}, argv...)
 	}
 }
 
@@ -80,6 +89,10 @@ var allConfigs = []config{
 	{Name: "wallprof-base-99", Wrap: wallprofBaseAt("wallprof-base-99", 99), Base: true, Optional: true, WithBase: true},
 	{Name: "wallprof-base-99-fullstats", Wrap: wallprofBaseAt("wallprof-base-99-fullstats", 99, "--bpf-stats", "full"), Base: true, Optional: true},
 	{Name: "wallprof-base-99-nostats", Wrap: wallprofBaseAt("wallprof-base-99-nostats", 99, "--bpf-stats", "off"), Base: true, Optional: true, WithBase: true},
+	// Attached by PID before the workload starts (bench/attach.sh): top
+	// against record attached the same way, at the same rate.
+	{Name: "attach-99", Wrap: attached("record", "attach-99"), Wallprof: true, Optional: true},
+	{Name: "top-99", Wrap: attached("top", "top-99"), Wallprof: true, Optional: true},
 	{Name: "perf-99", Wrap: func(e *env, argv []string) []string {
 		return append([]string{e.Perf, "record", "-g", "-F", "99", "-o", e.out("perf.data"), "--"}, argv...)
 	}},

@@ -215,6 +215,12 @@ func setup(o *options, configs []config, workloads []workload) (*env, error) {
 				err = fmt.Errorf("wallprof is not built (%s missing): build it with "+
 					"'go build -o %s ./cmd/wallprof', or leave it out: CONFIGS=none,perf-99,perf-sched,bpftrace", e.Wallprof, e.Wallprof)
 			}
+			if err == nil && (c.Name == "top-99" || c.Name == "attach-99") {
+				e.AttachSh, err = filepath.Abs("bench/attach.sh")
+				if _, serr := os.Stat(e.AttachSh); err == nil && serr != nil {
+					err = fmt.Errorf("bench/attach.sh not found: run from the repository's root (bench/overhead.sh does)")
+				}
+			}
 		case c.Base:
 			e.WallprofBase = os.Getenv("WALLPROF_BASE")
 			if e.WallprofBase == "" {
