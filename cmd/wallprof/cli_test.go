@@ -72,7 +72,7 @@ var usageErrors = map[string][][]string{
 		{"--url", "http://127.0.0.1:1/debug/pprof/trace", "t.out"},
 	},
 	"top": {
-		{},
+		{"-p", "1", "--interval", "10ms"},
 		{"-p", "1", "extra"},
 		{"-p", "1", "--sort", "name"},
 		{"-p", "1", "--view", "goroutines"},

@@ -265,6 +265,10 @@ func TestFlameBrowser(t *testing.T) {
 	must("frames after the click", err)
 	zoomed, err := chromedp.Run(bctx, chromedp.Evaluate[string](`window.wallprofFlame.zoomed()`))
 	must("zoomed frame", err)
+	// The zoomed graph may be taller or shorter, and a scroll bar come or
+	// go: the canvas's width is the one it has now.
+	width, err = chromedp.Run(bctx, chromedp.Evaluate[float64](`window.wallprofFlame.width()`))
+	must("width after the click", err)
 	if zoomed != target.Name {
 		t.Errorf("clicked %q but the page zoomed to %q", target.Name, zoomed)
 	}

@@ -22,6 +22,7 @@ import (
 
 const topUsage = `Usage:
   wallprof top [flags] -p PID
+  wallprof top [flags]
 
 Shows, live, where a running process's time goes: its functions (or its
 threads) by wall time over a sliding window, refreshed every second, with
@@ -32,6 +33,12 @@ four; TOTAL% also counts the functions it called. Shares are of the window's
 wall time, all threads together. Each thread's times are exact, from the
 scheduler's own counters, as in 'wallprof record'.
 
+Without -p, it shows every process of the machine (but its own) instead,
+by the share of one CPU each spent on a CPU, waiting for one and blocked
+(100% is one thread for the whole window; RUNQ% is how many of its threads
+waited for a CPU, on average): who computes, and who waits for a CPU.
+Up and down select a process, Enter shows its functions, Esc goes back.
+
 On a terminal it is full-screen, with these keys:
   s, S      sort by the next or the previous column (1 to 6: WALL% to TOTAL%)
   /         show only the names that match a regular expression (Enter
@@ -40,6 +47,7 @@ On a terminal it is full-screen, with these keys:
   c         split each function's total time (TOTAL%), not its own, by state
   space     pause the display (the recording goes on)
   w         write the window as a pprof profile (wallprof-top-TIME.pb.gz)
+  up, down  select a process (without -p); Enter shows it, Esc goes back
   q         quit (also Ctrl-C)
 With --plain, or when stdout is not a terminal, it prints the table every
 interval instead.
@@ -51,7 +59,7 @@ Flags:
 
 func init() {
 	commands["top"] = command{order: 15, run: runTop,
-		usage: "  wallprof top [flags] -p PID               live: functions by wall time, on-CPU, runnable and blocked\n"}
+		usage: "  wallprof top [flags] [-p PID]             live: functions (or processes) by wall time, on-CPU, runnable and blocked\n"}
 }
 
 type topFlags struct {
@@ -83,8 +91,6 @@ func parseTopFlags(args []string, stdout, stderr io.Writer) (*topFlags, int, boo
 	switch {
 	case len(fs.Args()) > 0:
 		return nil, fs.usageError("unexpected argument %q: top takes -p PID", fs.Args()[0]), true
-	case f.pid == 0:
-		return nil, fs.usageError("say which process to show with -p PID (top of the whole system is not supported yet)"), true
 	case f.pid < 0:
 		return nil, fs.usageError("-p %d is not a process ID", f.pid), true
 	case f.freq < 1 || f.freq > collect.MaxFreq:
@@ -102,6 +108,9 @@ func parseTopFlags(args []string, stdout, stderr io.Writer) (*topFlags, int, boo
 	}
 	if _, err := regexp.Compile(f.filter); err != nil {
 		return nil, fs.usageError("bad --filter: %v", err), true
+	}
+	if f.pid == 0 && !fs.isSet("sort") {
+		f.sort = "cpu" // the machine's processes: who computes first
 	}
 	return f, exitOK, false
 }
@@ -127,11 +136,18 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if msg := preflight(); msg != "" {
 		return fail("%s", msg)
 	}
-	if !linux.ProcessExists(f.pid) {
+	if f.pid != 0 && !linux.ProcessExists(f.pid) {
 		return fail("no process with PID %d is running.", f.pid)
 	}
 	keep := int((f.window + f.interval - 1) / f.interval)
-	rec, err := record.Start(f.pid, record.Options{Freq: f.freq, Live: keep, Plan: setPlanFromEnv})
+	o := record.Options{Freq: f.freq, Live: keep, Plan: setPlanFromEnv}
+	var rec *record.Recording
+	var err error
+	if f.pid == 0 {
+		rec, err = record.StartAll(o)
+	} else {
+		rec, err = record.Start(f.pid, o)
+	}
 	if errors.Is(err, record.ErrExited) {
 		return fail("process %d exited before recording started.", f.pid)
 	} else if err != nil {
@@ -146,7 +162,7 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		ctx, cancel = context.WithTimeout(ctx, f.duration)
 		defer cancel()
 	}
-	v := &topView{rec: rec, pid: f.pid, keep: keep, interval: f.interval, sort: columnIndex(f.sort),
+	v := &topView{rec: rec, pid: f.pid, all: f.pid == 0, names: map[int]string{}, keep: keep, interval: f.interval, sort: columnIndex(f.sort),
 		threads: f.view == "threads", cum: f.cum, start: time.Now()}
 	v.setFilter(f.filter)
 	if f.plain || !isTerminal(stdout) {
@@ -158,7 +174,11 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // topView is what top shows: the latest window and how to show it.
 type topView struct {
 	rec      *record.Recording
-	pid      int
+	pid      int  // the process shown (0: the process list)
+	all      bool // system-wide: the process list, and one process at a time
+	names    map[int]string
+	procs    present.StateTable // the process list's latest window
+	span     time.Duration      // the time the process list covers
 	keep     int
 	interval time.Duration
 	start    time.Time
@@ -187,18 +207,83 @@ func (v *topView) setFilter(s string) error {
 
 // refresh closes a bucket and takes the new window.
 func (v *topView) refresh() error {
-	if !linux.ProcessExists(v.pid) {
-		v.exited = true
+	if v.pid != 0 && !linux.ProcessExists(v.pid) {
+		if !v.all {
+			v.exited = true
+		}
 	}
 	if err := v.rec.Tick(); err != nil {
 		return err
 	}
-	v.p = v.rec.Window(v.keep)
+	switch {
+	case !v.all:
+		v.p = v.rec.Window(v.keep)
+	case v.pid != 0:
+		v.p = v.rec.WindowOf(v.keep, v.pid)
+		v.procs = v.processes()
+	default:
+		v.p = nil
+		v.procs = v.processes()
+	}
 	return nil
+}
+
+// processes is the table of the machine's processes in the window: each
+// one's threads' time by state, as shares of the window's duration (100%
+// is one thread for the whole window).
+func (v *topView) processes() present.StateTable {
+	threads, d := v.rec.WindowThreads(v.keep)
+	v.span = d
+	rows := map[int]*present.StateRow{}
+	var order []int
+	for _, t := range threads {
+		pid := int(t.PID)
+		if _, ok := v.names[pid]; !ok && int(t.TID) == pid && t.Name != "" {
+			v.names[pid] = t.Name // it exited: its name as it left
+		}
+	}
+	for _, t := range threads {
+		pid := int(t.PID)
+		r := rows[pid]
+		if r == nil {
+			r = &present.StateRow{Name: fmt.Sprintf("%s (%d)", v.name(pid), pid), ID: pid}
+			rows[pid] = r
+			order = append(order, pid)
+		}
+		for i, ns := range t.Time {
+			r.Self[i] += int64(ns)
+			r.Cum[i] += int64(ns)
+			r.Total += int64(ns)
+		}
+	}
+	tab := present.StateTable{Wall: int64(d)}
+	for _, pid := range order {
+		tab.Rows = append(tab.Rows, *rows[pid])
+	}
+	return tab
+}
+
+// name is a process's name (its main thread's), read once.
+func (v *topView) name(pid int) string {
+	n, ok := v.names[pid]
+	if !ok {
+		n = linux.ThreadName(pid, pid)
+		if n == "" {
+			n = "?"
+		}
+		v.names[pid] = n
+	}
+	return n
 }
 
 // table is the window's table, sorted and filtered.
 func (v *topView) table() present.StateTable {
+	if v.all && v.pid == 0 {
+		t := v.procs
+		t.Rows = append([]present.StateRow(nil), t.Rows...)
+		t.Sort(present.StateColumns[v.sort], v.filter)
+		return t
+	}
 	if v.p == nil {
 		return present.StateTable{}
 	}
@@ -221,9 +306,14 @@ func (v *topView) title() string {
 	if v.threads {
 		what = "threads"
 	}
+	if v.all && v.pid == 0 {
+		what = "processes, % of one CPU"
+	}
 	span := time.Duration(v.keep) * v.interval
 	if v.p != nil && v.p.Duration < span {
 		span = v.p.Duration
+	} else if v.p == nil && v.all && v.span > 0 && v.span < span {
+		span = v.span
 	}
 	if v.cum && !v.threads {
 		what = "functions, states of their total"
@@ -234,21 +324,41 @@ func (v *topView) title() string {
 		s += fmt.Sprintf(" · /%s/", v.filterS)
 	}
 	// Last: a long command line is cut at the screen's edge.
+	switch {
+	case v.all && v.pid == 0:
+		return s + " · all processes"
+	case v.all:
+		return s + fmt.Sprintf(" · pid %d (%s)", v.pid, v.name(v.pid))
+	}
 	return s + fmt.Sprintf(" · pid %d (%s)", v.pid, v.rec.Command())
 }
 
 // summary is the window's time by state.
 func (v *topView) summary() string {
-	if v.p == nil {
+	var totals [profile.NumStates]int64
+	var threads int
+	switch {
+	case v.all && v.pid == 0:
+		if len(v.procs.Rows) == 0 {
+			return "waiting for the first " + v.interval.String() + "…"
+		}
+		for _, r := range v.procs.Rows {
+			for i, ns := range r.Self {
+				totals[i] += ns
+			}
+		}
+		ts, _ := v.rec.WindowThreads(v.keep)
+		return fmt.Sprintf("%d processes, %d threads · %s", len(v.procs.Rows), len(ts), present.StateSummary(totals))
+	case v.p == nil:
 		return "waiting for the first " + v.interval.String() + "…"
 	}
-	var totals [profile.NumStates]int64
 	for _, th := range v.p.Threads {
 		for i, d := range th.Time {
 			totals[i] += int64(d)
 		}
 	}
-	return fmt.Sprintf("%d threads · %s", len(v.p.Threads), present.StateSummary(totals))
+	threads = len(v.p.Threads)
+	return fmt.Sprintf("%d threads · %s", threads, present.StateSummary(totals))
 }
 
 // plain prints the table every interval until ctx ends or the target
@@ -314,6 +424,8 @@ type topModel struct {
 	editing       bool   // typing a filter
 	input         string // the filter being typed
 	msg           string // the latest message (a file written, a bad filter)
+	sel           int    // the selected row of the process list
+	listFilter    string // the process list's filter, while one process is shown
 	err           error
 	shown         *profile.Profile // the window on screen (kept while paused)
 }
@@ -384,8 +496,31 @@ func (m *topModel) key(k tea.KeyPressMsg) tea.Cmd {
 	switch s {
 	case "q", "ctrl+c":
 		return tea.Quit
-	case "esc":
-		m.v.setFilter("")
+	case "esc", "backspace":
+		switch {
+		case m.v.filter != nil && !(m.v.all && m.v.pid != 0 && s == "backspace"):
+			m.v.setFilter("")
+		case m.v.all && m.v.pid != 0:
+			// Back to the list, with the list's filter.
+			m.v.pid, m.v.p, m.shown = 0, nil, nil
+			m.v.setFilter(m.listFilter)
+		}
+	case "up", "k":
+		m.sel = max(m.sel-1, 0)
+	case "down", "j":
+		m.sel++
+	case "enter":
+		if m.v.all && m.v.pid == 0 {
+			if rows := m.v.table().Rows; len(rows) > 0 {
+				m.v.pid = rows[min(m.sel, len(rows)-1)].ID
+				// The list's filter names processes: the process's
+				// functions start unfiltered.
+				m.listFilter = m.v.filterS
+				m.v.setFilter("")
+				m.v.p = m.v.rec.WindowOf(m.v.keep, m.v.pid)
+				m.shown = m.v.p
+			}
+		}
 	case "s", "right", "tab":
 		m.v.sort = (m.v.sort + 1) % n
 	case "S", "left", "shift+tab":
@@ -406,7 +541,9 @@ func (m *topModel) key(k tea.KeyPressMsg) tea.Cmd {
 	case "w":
 		v := *m.v
 		v.p = m.shown
-		if name, err := v.writeWindow(); err != nil {
+		if v.all && v.pid == 0 {
+			m.msg = "select a process and press Enter to write its profile"
+		} else if name, err := v.writeWindow(); err != nil {
 			m.msg = fmt.Sprintf("cannot write the profile: %v", err)
 		} else {
 			m.msg = "wrote " + name
@@ -432,21 +569,40 @@ func (m *topModel) View() tea.View {
 	b.WriteString("\n")
 	t := v.table()
 	rows := max(m.height-7, 1)
-	for i, r := range t.Rows {
-		if i >= rows {
-			break
+	list := v.all && v.pid == 0
+	if list {
+		m.sel = min(m.sel, max(len(t.Rows)-1, 0))
+	}
+	first := 0
+	if list && m.sel >= rows {
+		first = m.sel - rows + 1
+	}
+	for i := first; i < len(t.Rows) && i < first+rows; i++ {
+		line := present.StateLine(t.Rows[i], t.Wall, w)
+		if list && i == m.sel {
+			line = m.style(line, "\x1b[7m")
+			if !m.color {
+				line = ">" + strings.TrimPrefix(line, " ")
+			}
 		}
-		b.WriteString(present.StateLine(r, t.Wall, w))
+		b.WriteString(line)
 		b.WriteString("\n")
 	}
-	for i := len(t.Rows); i < rows; i++ {
+	for i := len(t.Rows) - first; i < rows; i++ {
 		b.WriteString("\n")
 	}
 	b.WriteString("\n")
 	if m.editing {
 		b.WriteString(clipLine("filter: /"+m.input+"▏  (Enter apply · Esc clear)", w))
 	} else {
-		b.WriteString(m.style(clipLine("q quit · s/S 1-6 sort · / filter · v functions/threads · c self/total · space pause · w write pprof", w), "\x1b[2m"))
+		keys := "q quit · s/S 1-6 sort · / filter · v functions/threads · c self/total · space pause · w write pprof"
+		switch {
+		case v.all && v.pid == 0:
+			keys = "q quit · ↑↓ select · Enter show · s/S 1-6 sort · / filter · space pause"
+		case v.all:
+			keys = "q quit · Esc back · s/S 1-6 sort · / filter · v functions/threads · c self/total · space pause · w write pprof"
+		}
+		b.WriteString(m.style(clipLine(keys, w), "\x1b[2m"))
 		if m.msg != "" {
 			b.WriteString("\n")
 			b.WriteString(clipLine(m.msg, w))

@@ -31,7 +31,7 @@ func lastTopTable(t *testing.T, out string) (map[string]topRow, int) {
 	if at < 1 {
 		t.Fatalf("no table in top's output:\n%s", out)
 	}
-	m := regexp.MustCompile(`^(\d+) threads · `).FindStringSubmatch(lines[at-1])
+	m := regexp.MustCompile(`(?:^|, )(\d+) threads · `).FindStringSubmatch(lines[at-1])
 	if m == nil {
 		t.Fatalf("no thread count above the table: %q", lines[at-1])
 	}
@@ -118,12 +118,17 @@ func TestTopAgreesWithTruth(t *testing.T) {
 	}
 }
 
-// TestTopFullScreen drives the full-screen view in tmux, as a user would:
-// the table shows the workload's functions, sorting, filtering, the thread
-// view and writing the window work, and Ctrl-C leaves the terminal as it
-// was.
-func TestTopFullScreen(t *testing.T) {
-	requireRecording(t)
+// tmuxTop runs wallprof top with args in a tmux session of 100×30, in dir,
+// recording the terminal's settings before and after in files there.
+type tmuxTop struct {
+	t       *testing.T
+	tmux    string
+	session string
+	dir     string
+}
+
+func startTmuxTop(t *testing.T, args ...string) *tmuxTop {
+	t.Helper()
 	tmux, err := exec.LookPath("tmux")
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -131,93 +136,191 @@ func TestTopFullScreen(t *testing.T) {
 		}
 		t.Skip("tmux is not installed")
 	}
+	x := &tmuxTop{t: t, tmux: tmux, session: fmt.Sprintf("wallprof-top-%d-%d", os.Getpid(), time.Now().UnixNano()), dir: t.TempDir()}
+	script := fmt.Sprintf("cd %s && stty -g > before && %s top %s; echo \"exit=$?\" > done; stty -g > after; sleep 60",
+		x.dir, wallprofBin(t), strings.Join(args, " "))
+	x.run("new-session", "-d", "-s", x.session, "-x", "100", "-y", "30", script)
+	t.Cleanup(func() { exec.Command(tmux, "kill-session", "-t", x.session).Run() })
+	return x
+}
+
+func (x *tmuxTop) run(args ...string) string {
+	x.t.Helper()
+	out, err := exec.Command(x.tmux, args...).CombinedOutput()
+	if err != nil {
+		x.t.Fatalf("tmux %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func (x *tmuxTop) screen() string { return x.run("capture-pane", "-p", "-t", x.session) }
+
+// keys sends keys (tmux key names); with literal, text as typed.
+func (x *tmuxTop) keys(keys ...string) { x.run(append([]string{"send-keys", "-t", x.session}, keys...)...) }
+func (x *tmuxTop) text(s string)       { x.run("send-keys", "-t", x.session, "-l", s) }
+
+// waitFor polls the screen until it has every one of subs.
+func (x *tmuxTop) waitFor(what string, subs ...string) string {
+	x.t.Helper()
+	return x.waitUntil(what, func(s string) bool {
+		for _, sub := range subs {
+			if !strings.Contains(s, sub) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func (x *tmuxTop) waitUntil(what string, ok func(string) bool) string {
+	x.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s := x.screen()
+		if ok(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			x.t.Fatalf("the screen never showed %s:\n%s", what, s)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// quit presses Ctrl-C and checks that top exited with 0 and left the
+// terminal as it found it.
+func (x *tmuxTop) quit() {
+	x.t.Helper()
+	x.keys("C-c")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if b, err := os.ReadFile(filepath.Join(x.dir, "after")); err == nil && len(b) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			x.t.Fatalf("top did not exit on Ctrl-C:\n%s", x.screen())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	done, _ := os.ReadFile(filepath.Join(x.dir, "done"))
+	before, _ := os.ReadFile(filepath.Join(x.dir, "before"))
+	after, _ := os.ReadFile(filepath.Join(x.dir, "after"))
+	if strings.TrimSpace(string(done)) != "exit=0" {
+		x.t.Errorf("top exited with %q, want exit=0", done)
+	}
+	if string(before) != string(after) {
+		x.t.Errorf("the terminal's settings changed: %q before, %q after", before, after)
+	}
+}
+
+// TestTopFullScreen drives the full-screen view in tmux, as a user would:
+// the table shows the workload's functions, sorting, filtering, the thread
+// view and writing the window work, and Ctrl-C leaves the terminal as it
+// was.
+func TestTopFullScreen(t *testing.T) {
+	requireRecording(t)
 	cgt := groundtruth.Build(t, "cgt")
 	work := exec.Command(cgt, "--bursts", "30", "--crowd-after", "0")
 	if err := work.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer work.Process.Kill()
-	dir := t.TempDir()
-	session := fmt.Sprintf("wallprof-top-%d", os.Getpid())
-	script := fmt.Sprintf("cd %s && stty -g > before && %s top -p %d; echo \"exit=$?\" > done; stty -g > after; sleep 60",
-		dir, wallprofBin(t), work.Process.Pid)
-	run := func(args ...string) string {
-		out, err := exec.Command(tmux, args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("tmux %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
-	run("new-session", "-d", "-s", session, "-x", "100", "-y", "30", script)
-	defer exec.Command(tmux, "kill-session", "-t", session).Run()
-	screen := func() string { return run("capture-pane", "-p", "-t", session) }
-	// waitFor polls the screen until it satisfies ok.
-	waitFor := func(what string, ok func(string) bool) string {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			s := screen()
-			if ok(s) {
-				return s
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the screen never showed %s:\n%s", what, s)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
-	has := func(subs ...string) func(string) bool {
-		return func(s string) bool {
-			for _, sub := range subs {
-				if !strings.Contains(s, sub) {
-					return false
-				}
-			}
-			return true
-		}
-	}
-	waitFor("the workload's functions", has("WALL%", "burn_for", "by WALL%", "q quit"))
-	run("send-keys", "-t", session, "2")
-	waitFor("the table sorted by CPU%", has("by CPU%"))
-	run("send-keys", "-t", session, "c", "/")
-	run("send-keys", "-t", session, "-l", "^serve_")
-	run("send-keys", "-t", session, "Enter")
-	s := waitFor("the filtered table", has("/^serve_/", "serve_compute", "states of their total"))
+	x := startTmuxTop(t, "-p", strconv.Itoa(work.Process.Pid))
+	x.waitFor("the workload's functions", "WALL%", "burn_for", "by WALL%", "q quit")
+	x.keys("2")
+	x.waitFor("the table sorted by CPU%", "by CPU%")
+	x.keys("c", "/")
+	x.text("^serve_")
+	x.keys("Enter")
+	s := x.waitFor("the filtered table", "/^serve_/", "serve_compute", "states of their total")
 	if strings.Contains(s, "crowd_burst") || strings.Contains(s, "burn_for") {
 		t.Errorf("the filter let other functions through:\n%s", s)
 	}
 	// Esc alone: an Esc followed at once by a key reads as Alt+key.
-	run("send-keys", "-t", session, "Escape")
-	waitFor("the filter cleared", func(s string) bool { return !strings.Contains(s, "/^serve_/") })
-	run("send-keys", "-t", session, "v")
-	waitFor("the thread view", has("threads ·", "crowd (", "server ("))
-	run("send-keys", "-t", session, "w")
-	waitFor("the file written", has("wrote wallprof-top-"))
-	files, _ := filepath.Glob(filepath.Join(dir, "wallprof-top-*.pb.gz"))
+	x.keys("Escape")
+	x.waitUntil("the filter cleared", func(s string) bool { return !strings.Contains(s, "/^serve_/") })
+	x.keys("v")
+	x.waitFor("the thread view", "threads ·", "crowd (", "server (")
+	x.keys("w")
+	x.waitFor("the file written", "wrote wallprof-top-")
+	files, _ := filepath.Glob(filepath.Join(x.dir, "wallprof-top-*.pb.gz"))
 	if len(files) != 1 {
 		t.Fatalf("files written: %v, want one", files)
 	}
 	if p := readProfile(t, files[0]); len(p.Samples) == 0 || len(p.Threads) < 7 {
 		t.Errorf("the window written has %d samples and %d threads", len(p.Samples), len(p.Threads))
 	}
-	run("send-keys", "-t", session, "C-c")
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "after")); err == nil && len(b) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("top did not exit on Ctrl-C:\n%s", screen())
-		}
-		time.Sleep(100 * time.Millisecond)
+	x.quit()
+}
+
+// TestTopSystemWideFullScreen: without -p, the process list; a filter and
+// Enter show one process's functions, Esc goes back to the list.
+func TestTopSystemWideFullScreen(t *testing.T) {
+	requireRecording(t)
+	cgt := groundtruth.Build(t, "cgt")
+	work := exec.Command(cgt, "--bursts", "30", "--crowd-after", "0")
+	if err := work.Start(); err != nil {
+		t.Fatal(err)
 	}
-	done, _ := os.ReadFile(filepath.Join(dir, "done"))
-	before, _ := os.ReadFile(filepath.Join(dir, "before"))
-	after, _ := os.ReadFile(filepath.Join(dir, "after"))
-	if strings.TrimSpace(string(done)) != "exit=0" {
-		t.Errorf("top exited with %q, want exit=0", done)
+	defer work.Process.Kill()
+	pid := strconv.Itoa(work.Process.Pid)
+	x := startTmuxTop(t)
+	x.waitFor("the process list", "processes, % of one CPU", "all processes", "cgt ("+pid+")")
+	x.keys("/")
+	x.text("^cgt \\(" + pid + "\\)$")
+	x.keys("Enter")
+	x.waitUntil("the process alone", func(s string) bool {
+		return strings.Contains(s, "cgt ("+pid+")") && strings.Count(s, "\n  ") < 8
+	})
+	time.Sleep(300 * time.Millisecond)
+	x.keys("Enter")
+	x.waitFor("the process's functions", "pid "+pid+" (cgt)", "burn_for")
+	x.keys("Escape") // back to the list, filtered as it was
+	x.waitFor("the process list again", "processes, % of one CPU", "/^cgt")
+	time.Sleep(300 * time.Millisecond)
+	x.keys("Escape") // clears the filter
+	x.waitUntil("the filter cleared", func(s string) bool { return !strings.Contains(s, "/^cgt") })
+	x.quit()
+}
+
+// TestTopSystemWide runs top without -p while two busy programs crowd one
+// CPU: both show about half their time on the CPU and half waiting for it,
+// which is what a system-wide top is for.
+func TestTopSystemWide(t *testing.T) {
+	requireRecording(t)
+	taskset, err := exec.LookPath("taskset")
+	if err != nil {
+		t.Skip("taskset is not installed")
 	}
-	if string(before) != string(after) {
-		t.Errorf("the terminal's settings changed: %q before, %q after", before, after)
+	bin := groundtruth.Build(t, "cpubound")
+	var pids []int
+	for range 2 {
+		c := exec.Command(taskset, "-c", "0", bin, "--iters", "100000000000")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer c.Process.Kill()
+		pids = append(pids, c.Process.Pid)
+	}
+	time.Sleep(200 * time.Millisecond)
+	code, out := wallprof(t, "top", "--plain", "--duration", "3.5s", "--top", "30")
+	if code != 0 {
+		t.Fatalf("top exited %d:\n%s", code, out)
+	}
+	rows, _ := lastTopTable(t, out)
+	for _, pid := range pids {
+		name := fmt.Sprintf("cpubound (%d)", pid)
+		r, ok := rows[name]
+		if !ok {
+			t.Errorf("top does not list %s:\n%s", name, out)
+			continue
+		}
+		// 100% is one thread for the whole window: each gets about half
+		// of CPU 0 and waits for it the other half.
+		if r[1] < 30 || r[2] < 30 || r[1]+r[2] < 90 {
+			t.Errorf("%s: CPU %.1f%%, RUNQ %.1f%%; want each about 50%%:\n%s", name, r[1], r[2], out)
+		} else {
+			t.Logf("%s: CPU %.1f%%, RUNQ %.1f%%", name, r[1], r[2])
+		}
 	}
 }

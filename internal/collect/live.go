@@ -2,6 +2,7 @@ package collect
 
 import (
 	"sort"
+	"time"
 
 	"github.com/wallprof/wallprof/internal/linux"
 	"github.com/wallprof/wallprof/internal/profile"
@@ -258,26 +259,54 @@ func (l *Live) Buckets() int { return len(l.buckets) }
 // Window returns the profile of the last n buckets (all kept, if fewer),
 // symbolized.
 func (l *Live) Window(n int, kernel KernelResolver, command string) *profile.Profile {
+	return l.WindowOf(n, 0, kernel, command)
+}
+
+// WindowOf is Window for the threads of process pid alone (0: all).
+func (l *Live) WindowOf(n, pid int, kernel KernelResolver, command string) *profile.Profile {
+	res, entries := l.window(n, pid, true)
+	return buildEntries(res, l.a, entries, kernel, command)
+}
+
+// Threads returns each thread's time in the last n buckets, and the time
+// those buckets cover, without building a profile: cheap enough for a
+// system-wide view of every process.
+func (l *Live) Threads(n int) ([]*ThreadRecord, time.Duration) {
+	res, _ := l.window(n, 0, false)
+	return res.Threads, time.Duration(res.EndNs - res.StartNs)
+}
+
+// window sums the last n buckets: the threads of process pid (0: all), and
+// with stacks, their entries.
+func (l *Live) window(n, pid int, stacks bool) (*Result, []*aggEntry) {
 	bs := l.buckets
 	if n < len(bs) {
 		bs = bs[len(bs)-n:]
 	}
 	res := &Result{PeriodNs: l.periodNs}
 	if len(bs) == 0 {
-		return buildEntries(res, l.a, nil, kernel, command)
+		return res, nil
 	}
 	res.StartNs, res.EndNs = bs[0].startNs, bs[len(bs)-1].endNs
 	sums := map[*aggEntry]int64{}
 	var order []*aggEntry
 	threads := map[uint32]*ThreadRecord{}
 	for _, b := range bs {
-		for e, v := range b.values {
-			if _, ok := sums[e]; !ok {
-				order = append(order, e)
+		if stacks {
+			for e, v := range b.values {
+				if pid != 0 && e.pid != uint32(pid) {
+					continue
+				}
+				if _, ok := sums[e]; !ok {
+					order = append(order, e)
+				}
+				sums[e] += v
 			}
-			sums[e] += v
 		}
 		for tid, t := range b.threads {
+			if pid != 0 && t.PID != uint32(pid) {
+				continue
+			}
 			s, ok := threads[tid]
 			if !ok {
 				c := *t
@@ -307,8 +336,11 @@ func (l *Live) Window(n int, kernel KernelResolver, command string) *profile.Pro
 	})
 	for _, t := range threads {
 		t.FirstNs = max(t.FirstNs, res.StartNs)
+		if t.Name == "" {
+			t.Name = l.a.comm[t.TID]
+		}
 		res.Threads = append(res.Threads, t)
 	}
 	sort.Slice(res.Threads, func(i, j int) bool { return res.Threads[i].TID < res.Threads[j].TID })
-	return buildEntries(res, l.a, entries, kernel, command)
+	return res, entries
 }

@@ -23,6 +23,9 @@ const (
 type Plan struct {
 	PIDs        []int         // processes to record
 	FollowForks bool          // also record processes the targets fork
+	// All records every process of the machine but wallprof's own
+	// (PIDs is then empty): system-wide, as perf record -a.
+	All bool
 	Freq        int           // sampling frequency in Hz of on-CPU stacks (off-CPU: OffCPUPeriodNs)
 	Duration    time.Duration // 0: until stopped or the target exits
 	// Stats says how the run time of wallprof's BPF programs is measured.
@@ -49,8 +52,11 @@ func (p Plan) Validate() error {
 	if p.Duration < 0 {
 		return fmt.Errorf("%w: negative duration %v", ErrBadPlan, p.Duration)
 	}
-	if len(p.PIDs) == 0 {
+	if len(p.PIDs) == 0 && !p.All {
 		return fmt.Errorf("%w: no process to record", ErrBadPlan)
+	}
+	if len(p.PIDs) > 0 && p.All {
+		return fmt.Errorf("%w: processes given for a system-wide recording", ErrBadPlan)
 	}
 	for _, pid := range p.PIDs {
 		if pid <= 0 {

@@ -149,6 +149,8 @@ func (s *Session) load() error {
 		"period_ns":     s.plan.PeriodNs(),
 		"off_period_ns": s.plan.OffCPUPeriodNs(),
 		"follow_forks":  boolByte(s.plan.FollowForks),
+		"all_targets":   boolByte(s.plan.All),
+		"self_tgid":     uint32(os.Getpid()),
 	}
 	for name, v := range consts {
 		spec, ok := s.spec.Variables[name]
@@ -352,6 +354,25 @@ func (s *Session) SeedThreads(pid int) error {
 		err := s.objs.core.Threads.Update(uint32(t.TID), &st, ebpf.UpdateNoExist)
 		if err != nil && !errors.Is(err, ebpf.ErrKeyExist) {
 			return fmt.Errorf("enter thread %d: %w", t.TID, err)
+		}
+	}
+	return nil
+}
+
+// SeedAll seeds the threads of every process but wallprof's own, for a
+// system-wide recording: a process that exits meanwhile is skipped.
+func (s *Session) SeedAll() error {
+	pids, err := linux.ListPIDs()
+	if err != nil {
+		return err
+	}
+	self := os.Getpid()
+	for _, pid := range pids {
+		if pid == self {
+			continue
+		}
+		if err := s.SeedThreads(pid); err != nil && linux.ProcessExists(pid) {
+			return err
 		}
 	}
 	return nil

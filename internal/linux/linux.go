@@ -241,6 +241,21 @@ func ListTasks(pid int) ([]TaskInfo, error) {
 	return out, nil
 }
 
+// ListPIDs returns the processes that exist now, from /proc.
+func ListPIDs() ([]int, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	var out []int
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && pid > 0 {
+			out = append(out, pid)
+		}
+	}
+	return out, nil
+}
+
 // ReadTask reads one thread's name and state from /proc/PID/task/TID/stat.
 func ReadTask(pid, tid int) (TaskInfo, error) {
 	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "task", strconv.Itoa(tid), "stat"))

@@ -16,6 +16,7 @@ import (
 // wall time with it anywhere on the stack.
 type StateRow struct {
 	Name  string
+	ID    int // the process's or thread's id, in those views
 	Self  [profile.NumStates]int64
 	Total int64 // a function's cum wall time; a thread's wall time
 	// Cum is a function's total time by state (a thread's: its Self).
@@ -97,7 +98,7 @@ func FunctionStates(p *profile.Profile) StateTable {
 func ThreadStates(p *profile.Profile) StateTable {
 	var t StateTable
 	for _, th := range p.Threads {
-		r := StateRow{Name: fmt.Sprintf("%s (%d)", th.Name, th.TID)}
+		r := StateRow{Name: fmt.Sprintf("%s (%d)", th.Name, th.TID), ID: th.TID}
 		for i, d := range th.Time {
 			r.Self[i] = int64(d)
 		}

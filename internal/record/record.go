@@ -58,6 +58,9 @@ type Options struct {
 	// Plan, if set, adjusts the plan before the session opens: the
 	// command's knobs for comparing ways of recording.
 	Plan func(*collect.Plan)
+	// All records every process of the machine but wallprof's own
+	// (StartAll): no goroutine view, no program.
+	All bool
 	// Live, when positive, keeps the last Live buckets of the recording
 	// for views that refresh while it runs (wallprof top): Tick closes a
 	// bucket, Window builds the profile of the latest ones.
@@ -71,6 +74,7 @@ var ErrExited = errors.New("the process exited before recording started")
 // replay samples through a fake.
 type session interface {
 	SeedThreads(pid int) error
+	SeedAll() error
 	Run(sink func(*collect.RawSample))
 	SetReadInterval(d time.Duration)
 	Counts() (samples, lost uint64)
@@ -170,6 +174,16 @@ func Start(pid int, o Options) (*Recording, error) {
 	return start(pid, o, system)
 }
 
+// StartAll starts a system-wide recording: every process but wallprof's
+// own, as perf record -a.
+func StartAll(o Options) (*Recording, error) {
+	o.All, o.Goroutines, o.Gated = true, false, false
+	if o.Command == "" {
+		o.Command = "all processes"
+	}
+	return start(0, o, system)
+}
+
 func start(pid int, o Options, d deps) (*Recording, error) {
 	if o.Freq == 0 {
 		o.Freq = collect.DefaultFreq
@@ -180,6 +194,9 @@ func start(pid int, o Options, d deps) (*Recording, error) {
 	r.agg = r.newAggregator()
 	plan := collect.Plan{PIDs: []int{pid}, FollowForks: o.FollowForks, Freq: o.Freq,
 		Duration: o.Duration, Stats: o.Stats}
+	if o.All {
+		plan.PIDs, plan.All, plan.FollowForks = nil, true, false
+	}
 	if o.Plan != nil {
 		o.Plan(&plan)
 	}
@@ -195,6 +212,15 @@ func start(pid int, o Options, d deps) (*Recording, error) {
 	r.session = s
 	if o.Live > 0 {
 		r.live = collect.NewLive(r.agg, s.StartNs(), plan.PeriodNs(), o.Live)
+	}
+	if o.All {
+		if err := s.SeedAll(); err != nil {
+			s.Close()
+			r.cache.Close()
+			return nil, err
+		}
+		go s.Run(r.add)
+		return r, nil
 	}
 	if r.command == "" {
 		r.command = cmdline(pid)
@@ -279,6 +305,33 @@ func (r *Recording) Window(n int) *profile.Profile {
 	r.aggMu.Unlock()
 	p.NameProgram(r.program.Path, r.program.Exe)
 	return p
+}
+
+// WindowOf is Window for the threads of process pid alone.
+func (r *Recording) WindowOf(n, pid int) *profile.Profile {
+	if r.live == nil {
+		return nil
+	}
+	kr := r.kernelSymbols()
+	r.aggMu.Lock()
+	p := r.live.WindowOf(n, pid, kr, cmdline(pid))
+	r.aggMu.Unlock()
+	if prog, err := linux.ReadProgram(pid); err == nil {
+		p.NameProgram(prog.Path, prog.Exe)
+	}
+	return p
+}
+
+// WindowThreads returns each thread's time in the live view's last n
+// buckets, and the time they cover, without stacks (nil for a recording
+// that is not live).
+func (r *Recording) WindowThreads(n int) ([]*collect.ThreadRecord, time.Duration) {
+	if r.live == nil {
+		return nil, 0
+	}
+	r.aggMu.Lock()
+	defer r.aggMu.Unlock()
+	return r.live.Threads(n)
 }
 
 // kernelSymbols loads the kernel's symbols once.

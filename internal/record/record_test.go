@@ -109,6 +109,11 @@ func (s *fakeSession) Run(sink func(*collect.RawSample)) {
 	close(s.done)
 }
 
+func (s *fakeSession) SeedAll() error {
+	s.w.record("seed-all")
+	return s.w.seedErr
+}
+
 func (s *fakeSession) SetReadInterval(time.Duration) { s.w.record("read-interval") }
 func (s *fakeSession) Counts() (uint64, uint64)      { return 0, 0 }
 func (s *fakeSession) Close()                        { s.w.record("close") }

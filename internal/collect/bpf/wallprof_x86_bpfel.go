@@ -142,12 +142,14 @@ const (
 	WallprofProgOnWakeup        = "on_wakeup"
 	WallprofProgOnWakeupNew     = "on_wakeup_new"
 	WallprofProgSnapshotThreads = "snapshot_threads"
+	WallprofVarAllTargets       = "all_targets"
 	WallprofVarClockCal         = "clock_cal"
 	WallprofVarClockOff         = "clock_off"
 	WallprofVarFollowForks      = "follow_forks"
 	WallprofVarOffPeriodNs      = "off_period_ns"
 	WallprofVarPeriodNs         = "period_ns"
 	WallprofVarResumeMode       = "resume_mode"
+	WallprofVarSelfTgid         = "self_tgid"
 	WallprofVarSnapTgid         = "snap_tgid"
 	WallprofVarStartNs          = "start_ns"
 	WallprofVarUnusedExit       = "unused_exit"
@@ -232,12 +234,14 @@ type WallprofMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type WallprofVariableSpecs struct {
+	AllTargets       *ebpf.VariableSpec `ebpf:"all_targets"`
 	ClockCal         *ebpf.VariableSpec `ebpf:"clock_cal"`
 	ClockOff         *ebpf.VariableSpec `ebpf:"clock_off"`
 	FollowForks      *ebpf.VariableSpec `ebpf:"follow_forks"`
 	OffPeriodNs      *ebpf.VariableSpec `ebpf:"off_period_ns"`
 	PeriodNs         *ebpf.VariableSpec `ebpf:"period_ns"`
 	ResumeMode       *ebpf.VariableSpec `ebpf:"resume_mode"`
+	SelfTgid         *ebpf.VariableSpec `ebpf:"self_tgid"`
 	SnapTgid         *ebpf.VariableSpec `ebpf:"snap_tgid"`
 	StartNs          *ebpf.VariableSpec `ebpf:"start_ns"`
 	UnusedExit       *ebpf.VariableSpec `ebpf:"unused_exit"`
@@ -297,12 +301,14 @@ func (m *WallprofMaps) Close() error {
 //
 // It can be passed to LoadWallprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type WallprofVariables struct {
+	AllTargets       *ebpf.Variable `ebpf:"all_targets"`
 	ClockCal         *ebpf.Variable `ebpf:"clock_cal"`
 	ClockOff         *ebpf.Variable `ebpf:"clock_off"`
 	FollowForks      *ebpf.Variable `ebpf:"follow_forks"`
 	OffPeriodNs      *ebpf.Variable `ebpf:"off_period_ns"`
 	PeriodNs         *ebpf.Variable `ebpf:"period_ns"`
 	ResumeMode       *ebpf.Variable `ebpf:"resume_mode"`
+	SelfTgid         *ebpf.Variable `ebpf:"self_tgid"`
 	SnapTgid         *ebpf.Variable `ebpf:"snap_tgid"`
 	StartNs          *ebpf.Variable `ebpf:"start_ns"`
 	UnusedExit       *ebpf.Variable `ebpf:"unused_exit"`

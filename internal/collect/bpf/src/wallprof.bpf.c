@@ -192,6 +192,10 @@ const volatile u64 period_ns = 10101010;
  * OffCPUPeriodNs). */
 const volatile u64 off_period_ns = 2525252;
 const volatile u8 follow_forks = 0;
+/* System-wide: every process is a target but wallprof's own (self_tgid),
+ * and the swapper (tgid 0). */
+const volatile u8 all_targets = 0;
+const volatile u32 self_tgid = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -342,6 +346,8 @@ enum { NEW_RUNNING, NEW_OFF, NEW_WOKEN, NEW_THREAD };
 /* is_target reports whether tgid is a target process. */
 static __always_inline bool is_target(u32 tgid)
 {
+	if (all_targets)
+		return tgid != 0 && tgid != self_tgid;
 	u32 zero = 0;
 	struct tgid_set *set = bpf_map_lookup_elem(&tgids, &zero);
 	if (!set || set->n > MAX_TGIDS)
