@@ -156,8 +156,10 @@ func (x *tmuxTop) run(args ...string) string {
 func (x *tmuxTop) screen() string { return x.run("capture-pane", "-p", "-t", x.session) }
 
 // keys sends keys (tmux key names); with literal, text as typed.
-func (x *tmuxTop) keys(keys ...string) { x.run(append([]string{"send-keys", "-t", x.session}, keys...)...) }
-func (x *tmuxTop) text(s string)       { x.run("send-keys", "-t", x.session, "-l", s) }
+func (x *tmuxTop) keys(keys ...string) {
+	x.run(append([]string{"send-keys", "-t", x.session}, keys...)...)
+}
+func (x *tmuxTop) text(s string) { x.run("send-keys", "-t", x.session, "-l", s) }
 
 // waitFor polls the screen until it has every one of subs.
 func (x *tmuxTop) waitFor(what string, subs ...string) string {

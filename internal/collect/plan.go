@@ -21,13 +21,13 @@ const (
 
 // Plan describes one recording.
 type Plan struct {
-	PIDs        []int         // processes to record
-	FollowForks bool          // also record processes the targets fork
+	PIDs        []int // processes to record
+	FollowForks bool  // also record processes the targets fork
 	// All records every process of the machine but wallprof's own
 	// (PIDs is then empty): system-wide, as perf record -a.
-	All bool
-	Freq        int           // sampling frequency in Hz of on-CPU stacks (off-CPU: OffCPUPeriodNs)
-	Duration    time.Duration // 0: until stopped or the target exits
+	All      bool
+	Freq     int           // sampling frequency in Hz of on-CPU stacks (off-CPU: OffCPUPeriodNs)
+	Duration time.Duration // 0: until stopped or the target exits
 	// Stats says how the run time of wallprof's BPF programs is measured.
 	Stats StatsMode
 	// Accounting says how off-CPU intervals are closed (default: at each
