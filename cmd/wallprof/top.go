@@ -43,7 +43,8 @@ On a terminal it is full-screen, with these keys:
   s, S      sort by the next or the previous column (1 to 6: WALL% to TOTAL%)
   /         show only the names that match a regular expression (Enter
             applies it, Esc clears it)
-  v         switch between functions and threads
+  v         switch between functions, threads and, for a Go program, its
+            goroutine groups (by creation site; SLEEP% is their waiting)
   c         split each function's total time (TOTAL%), not its own, by state
   space     pause the display (the recording goes on)
   w         write the window as a pprof profile (wallprof-top-TIME.pb.gz)
@@ -82,7 +83,7 @@ func parseTopFlags(args []string, stdout, stderr io.Writer) (*topFlags, int, boo
 	fs.BoolVar(&f.plain, "plain", false, "print the table every interval instead of a full-screen view")
 	fs.IntVar(&f.top, "top", 20, "with --plain, print this many rows")
 	fs.StringVar(&f.sort, "sort", "wall", "sort by `COLUMN`: "+strings.Join(present.StateColumns, ", "))
-	fs.StringVar(&f.view, "view", "functions", "show functions or threads")
+	fs.StringVar(&f.view, "view", "functions", "show functions, threads or goroutines (goroutine groups of a Go program, by creation site)")
 	fs.StringVar(&f.filter, "filter", "", "show only the names that match this regular expression")
 	fs.BoolVar(&f.cum, "cum", false, "split each function's total time (TOTAL%), not its own, into CPU%, RUNQ%, SLEEP% and DISK% (key c)")
 	if code, done := fs.parse(args); done {
@@ -101,8 +102,10 @@ func parseTopFlags(args []string, stdout, stderr io.Writer) (*topFlags, int, boo
 		return nil, fs.usageError("--window %s is shorter than --interval %s", f.window, f.interval), true
 	case f.duration < 0:
 		return nil, fs.usageError("--duration must be positive"), true
-	case f.view != "functions" && f.view != "threads":
-		return nil, fs.usageError("unknown --view %q: use functions or threads", f.view), true
+	case f.view != "functions" && f.view != "threads" && f.view != "goroutines":
+		return nil, fs.usageError("unknown --view %q: use functions, threads or goroutines", f.view), true
+	case f.view == "goroutines" && f.pid == 0:
+		return nil, fs.usageError("--view goroutines needs -p PID"), true
 	case columnIndex(f.sort) < 0:
 		return nil, fs.usageError("unknown --sort %q: use %s", f.sort, strings.Join(present.StateColumns, ", ")), true
 	}
@@ -140,7 +143,7 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail("no process with PID %d is running.", f.pid)
 	}
 	keep := int((f.window + f.interval - 1) / f.interval)
-	o := record.Options{Freq: f.freq, Live: keep, Plan: setPlanFromEnv}
+	o := record.Options{Freq: f.freq, Live: keep, Plan: setPlanFromEnv, Goroutines: true}
 	var rec *record.Recording
 	var err error
 	if f.pid == 0 {
@@ -163,7 +166,7 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer cancel()
 	}
 	v := &topView{rec: rec, pid: f.pid, all: f.pid == 0, names: map[int]string{}, keep: keep, interval: f.interval, sort: columnIndex(f.sort),
-		threads: f.view == "threads", cum: f.cum, start: time.Now()}
+		view: viewOf(f.view), cum: f.cum, start: time.Now()}
 	v.setFilter(f.filter)
 	if f.plain || !isTerminal(stdout) {
 		return v.plain(ctx, stdout, stderr, f.top)
@@ -185,7 +188,7 @@ type topView struct {
 
 	p       *profile.Profile // the latest window
 	sort    int              // index in present.StateColumns
-	threads bool
+	view    topViewKind
 	cum     bool // the state columns split TOTAL%, not WALL%
 	filter  *regexp.Regexp
 	filterS string
@@ -288,9 +291,12 @@ func (v *topView) table() present.StateTable {
 		return present.StateTable{}
 	}
 	var t present.StateTable
-	if v.threads {
+	switch v.view {
+	case viewThreads:
 		t = present.ThreadStates(v.p)
-	} else {
+	case viewGoroutines:
+		t = goroutineStates(v.p)
+	default:
 		t = present.FunctionStates(v.p)
 		if v.cum {
 			t.Cumulative()
@@ -300,11 +306,65 @@ func (v *topView) table() present.StateTable {
 	return t
 }
 
+// topViewKind is what the rows of one process's table are.
+type topViewKind int
+
+const (
+	viewFunctions topViewKind = iota
+	viewThreads
+	viewGoroutines
+)
+
+func viewOf(s string) topViewKind {
+	switch s {
+	case "threads":
+		return viewThreads
+	case "goroutines":
+		return viewGoroutines
+	}
+	return viewFunctions
+}
+
+// next is the view the v key switches to: goroutines only for a Go
+// program.
+func (k topViewKind) next(goProgram bool) topViewKind {
+	switch {
+	case k == viewFunctions:
+		return viewThreads
+	case k == viewThreads && goProgram:
+		return viewGoroutines
+	}
+	return viewFunctions
+}
+
+// goroutineStates is the table of a Go program's goroutine groups (by
+// creation site) in the window: running (CPU%), runnable (RUNQ%) and
+// waiting (SLEEP%), as shares of all goroutines' time.
+func goroutineStates(p *profile.Profile) present.StateTable {
+	r, err := present.NewGoroutineReport(p, nil)
+	if err != nil {
+		return present.StateTable{}
+	}
+	t := present.StateTable{Wall: r.TotalNs}
+	for _, g := range r.Groups {
+		row := present.StateRow{Name: fmt.Sprintf("%s (%d)", g.Group, g.Goroutines), Total: g.TimeNs}
+		row.Self[profile.OnCPU] = int64(g.Running / 100 * float64(g.TimeNs))
+		row.Self[profile.Runnable] = int64(g.Runnable / 100 * float64(g.TimeNs))
+		row.Self[profile.Sleeping] = g.TimeNs - row.Self[profile.OnCPU] - row.Self[profile.Runnable]
+		row.Cum = row.Self
+		t.Rows = append(t.Rows, row)
+	}
+	return t
+}
+
 // title says what is shown.
 func (v *topView) title() string {
 	what := "functions"
-	if v.threads {
+	switch v.view {
+	case viewThreads:
 		what = "threads"
+	case viewGoroutines:
+		what = "goroutine groups (SLEEP% is waiting)"
 	}
 	if v.all && v.pid == 0 {
 		what = "processes, % of one CPU"
@@ -315,7 +375,7 @@ func (v *topView) title() string {
 	} else if v.p == nil && v.all && v.span > 0 && v.span < span {
 		span = v.span
 	}
-	if v.cum && !v.threads {
+	if v.cum && v.view == viewFunctions && !(v.all && v.pid == 0) {
 		what = "functions, states of their total"
 	}
 	s := fmt.Sprintf("wallprof top · %s · by %s%% · last %s", what, strings.ToUpper(present.StateColumns[v.sort]),
@@ -530,7 +590,7 @@ func (m *topModel) key(k tea.KeyPressMsg) tea.Cmd {
 	case "/":
 		m.editing, m.input = true, m.v.filterS
 	case "v":
-		m.v.threads = !m.v.threads
+		m.v.view = m.v.view.next(m.shown != nil && m.shown.GoInfo != nil)
 	case "c":
 		m.v.cum = !m.v.cum
 	case "space", "p":
@@ -595,12 +655,12 @@ func (m *topModel) View() tea.View {
 	if m.editing {
 		b.WriteString(clipLine("filter: /"+m.input+"▏  (Enter apply · Esc clear)", w))
 	} else {
-		keys := "q quit · s/S 1-6 sort · / filter · v functions/threads · c self/total · space pause · w write pprof"
+		keys := "q quit · s/S 1-6 sort · / filter · v view · c self/total · space pause · w write pprof"
 		switch {
 		case v.all && v.pid == 0:
 			keys = "q quit · ↑↓ select · Enter show · s/S 1-6 sort · / filter · space pause"
 		case v.all:
-			keys = "q quit · Esc back · s/S 1-6 sort · / filter · v functions/threads · c self/total · space pause · w write pprof"
+			keys = "q quit · Esc back · s/S 1-6 sort · / filter · v view · c self/total · space pause · w write pprof"
 		}
 		b.WriteString(m.style(clipLine(keys, w), "\x1b[2m"))
 		if m.msg != "" {

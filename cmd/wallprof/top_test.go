@@ -326,3 +326,42 @@ func TestTopSystemWide(t *testing.T) {
 		}
 	}
 }
+
+// TestTopGoroutines: top's goroutine view of a Go program shows its
+// goroutine groups with their states: the sleepers and channel waiters
+// waiting, the compute goroutines running or waiting for a CPU.
+func TestTopGoroutines(t *testing.T) {
+	requireRecording(t)
+	bin := groundtruth.BuildGo(t, groundtruth.WorkloadDir(t, "gogt"), false, "")
+	work := exec.Command(bin, "--duration", "10s")
+	if err := work.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer work.Process.Kill()
+	time.Sleep(500 * time.Millisecond)
+	code, out := wallprof(t, "top", "-p", strconv.Itoa(work.Process.Pid), "--plain", "--view", "goroutines", "--duration", "3.5s", "--top", "30")
+	if code != 0 {
+		t.Fatalf("top exited %d:\n%s", code, out)
+	}
+	if !strings.Contains(out, "goroutine groups") {
+		t.Fatalf("no goroutine view:\n%s", out)
+	}
+	rows, _ := lastTopTable(t, out)
+	for name, busy := range map[string]bool{
+		"created by main.startSleeper (2)":    false,
+		"created by main.startChanWaiter (2)": false,
+		"created by main.startCompute (2)":    true,
+	} {
+		r, ok := rows[name]
+		if !ok {
+			t.Errorf("no row %q:\n%s", name, out)
+			continue
+		}
+		running := r[1] + r[2] // running and runnable
+		if busy && running < 0.8*r[5] || !busy && r[3] < 0.8*r[5] {
+			t.Errorf("%s: running %.1f%%, runnable %.1f%%, waiting %.1f%% of %.1f%%", name, r[1], r[2], r[3], r[5])
+		} else {
+			t.Logf("%s: running %.1f%%, runnable %.1f%%, waiting %.1f%%", name, r[1], r[2], r[3])
+		}
+	}
+}

@@ -70,6 +70,13 @@ type Sampler struct {
 	running  atomic.Pointer[map[int]uint64] // thread id -> goroutine the latest snapshot had running on it
 	active   atomic.Bool                    // snapshots are being taken
 	byID     map[uint64]*known              // what the snapshots learned of each goroutine
+
+	// Buckets of the snapshots' time (Mark), for AttachWindow: each
+	// entry's value and the coverage at the latest mark.
+	marked      map[*entry]int64
+	coveredAt   time.Duration
+	snapshotsAt int
+	buckets     []goBucket
 }
 
 // known is what the snapshots saw of one goroutine.
@@ -507,13 +514,74 @@ type Resolver interface {
 func (s *Sampler) Attach(p, threads *profile.Profile, r Resolver) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	info := s.info
+	info.LongestGap = s.longestGap(p.Start, p.Duration)
+	s.attach(p, threads, r, func(e *entry) int64 { return e.value }, info)
+}
+
+// Mark closes a bucket of the snapshots' time, for views of the recent
+// past of a running recording (wallprof top); the last keep are kept.
+func (s *Sampler) Mark(keep int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.marked == nil {
+		s.marked = map[*entry]int64{}
+	}
+	b := goBucket{values: map[*entry]int64{}, covered: s.info.Covered - s.coveredAt, snapshots: s.info.Snapshots - s.snapshotsAt}
+	for _, e := range s.order {
+		if d := e.value - s.marked[e]; d > 0 {
+			b.values[e] = d
+			s.marked[e] = e.value
+		}
+	}
+	s.coveredAt, s.snapshotsAt = s.info.Covered, s.info.Snapshots
+	s.buckets = append(s.buckets, b)
+	if len(s.buckets) > keep {
+		s.buckets = s.buckets[len(s.buckets)-keep:]
+	}
+}
+
+// goBucket is what the snapshots charged between two marks.
+type goBucket struct {
+	values    map[*entry]int64
+	covered   time.Duration
+	snapshots int
+}
+
+// AttachWindow is Attach for the last n buckets (Mark): p and threads are
+// the window's thread profiles. It may be called while the snapshots run.
+func (s *Sampler) AttachWindow(p, threads *profile.Profile, r Resolver, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	bs := s.buckets
+	if n < len(bs) {
+		bs = bs[len(bs)-n:]
+	}
+	sums := map[*entry]int64{}
+	info := s.info
+	info.Covered, info.Snapshots = 0, 0
+	for _, b := range bs {
+		for e, v := range b.values {
+			sums[e] += v
+		}
+		info.Covered += b.covered
+		info.Snapshots += b.snapshots
+	}
+	s.attach(p, threads, r, func(e *entry) int64 { return sums[e] }, info)
+}
+
+func (s *Sampler) attach(p, threads *profile.Profile, r Resolver, value func(*entry) int64, info profile.GoInfo) {
 	if threads == nil {
 		threads = p
 	}
 	in := newInterner(p, s.pid, r)
 	for _, e := range s.order {
+		v := value(e)
+		if v <= 0 {
+			continue
+		}
 		g := &profile.GoSample{PID: s.pid, GoID: e.goid, State: e.state, WaitReason: e.reason,
-			CreatedBy: e.createdBy, Func: e.goFunction, Labels: e.labels, Value: e.value}
+			CreatedBy: e.createdBy, Func: e.goFunction, Labels: e.labels, Value: v}
 		for i, pc := range e.stack {
 			// stack[0] is where the goroutine will resume (an exact pc);
 			// the others are return addresses.
@@ -570,8 +638,6 @@ func (s *Sampler) Attach(p, threads *profile.Profile, r Resolver) {
 		p.Goroutines = append(p.Goroutines, g)
 	}
 	resolveWrappers(p.Goroutines, s.isWrapper)
-	info := s.info
-	info.LongestGap = s.longestGap(p.Start, p.Duration)
 	p.GoInfo = &info
 }
 

@@ -91,6 +91,8 @@ type goSampler interface {
 	Running(tid int) uint64
 	Stop() error
 	Attach(p, threads *profile.Profile, r goview.Resolver)
+	Mark(keep int)
+	AttachWindow(p, threads *profile.Profile, r goview.Resolver, n int)
 }
 
 // deps are the outside world: the kernel, the target's memory, the kernel's
@@ -138,11 +140,12 @@ type Recording struct {
 
 	// live divides the recording into buckets (Options.Live); aggMu then
 	// keeps its ticks and windows apart from the samples' arrival.
-	live    *collect.Live
-	aggMu   sync.Mutex
-	kernel  collect.KernelResolver
-	kernErr error
-	kernOK  bool
+	live     *collect.Live
+	periodNs uint64
+	aggMu    sync.Mutex
+	kernel   collect.KernelResolver
+	kernErr  error
+	kernOK   bool
 
 	mu      sync.Mutex
 	notes   []string
@@ -165,6 +168,8 @@ type Recording struct {
 type goTap struct {
 	agg *collect.Aggregator
 	s   goSampler
+	// live divides them into the live view's buckets (Options.Live).
+	live *collect.Live
 }
 
 // Start opens a session for pid and starts recording. When the process
@@ -210,8 +215,9 @@ func start(pid int, o Options, d deps) (*Recording, error) {
 		return nil, err
 	}
 	r.session = s
+	r.periodNs = plan.PeriodNs()
 	if o.Live > 0 {
-		r.live = collect.NewLive(r.agg, s.StartNs(), plan.PeriodNs(), o.Live)
+		r.live = collect.NewLive(r.agg, s.StartNs(), r.periodNs, o.Live)
 	}
 	if o.All {
 		if err := s.SeedAll(); err != nil {
@@ -289,6 +295,10 @@ func (r *Recording) Tick() error {
 	r.aggMu.Lock()
 	defer r.aggMu.Unlock()
 	r.live.Tick(threads, now)
+	if tap := r.gotap.Load(); tap != nil && tap.live != nil {
+		tap.live.Tick(threads, now)
+		tap.s.Mark(r.opts.Live)
+	}
 	return nil
 }
 
@@ -302,7 +312,23 @@ func (r *Recording) Window(n int) *profile.Profile {
 	kr := r.kernelSymbols()
 	r.aggMu.Lock()
 	p := r.live.Window(n, kr, r.command)
+	var threads *profile.Profile
+	var gr goview.Resolver
+	tap := r.gotap.Load()
+	if tap != nil && tap.live != nil {
+		threads = tap.live.WindowOf(n, r.pid, kr, r.command)
+		if pr := r.agg.Resolver(uint32(r.pid)); pr != nil {
+			gr = pr
+		}
+	}
+	if threads != nil {
+		// The goroutine view of the same buckets, with the thread
+		// samples marked with their goroutines (under the lock: the
+		// resolver is the one the samples' leaf repair uses).
+		tap.s.AttachWindow(p, threads, gr, n)
+	}
 	r.aggMu.Unlock()
+	// Last: the goroutine view matches mappings by their file name.
 	p.NameProgram(r.program.Path, r.program.Exe)
 	return p
 }
@@ -518,7 +544,11 @@ func (r *Recording) startGoroutines(gate string) {
 				default:
 				}
 				r.gview = s
-				r.gotap.Store(&goTap{s: s, agg: r.newAggregator()})
+				tap := &goTap{s: s, agg: r.newAggregator()}
+				if r.live != nil {
+					tap.live = collect.NewLive(tap.agg, linux.Monotonic(), r.periodNs, r.opts.Live)
+				}
+				r.gotap.Store(tap)
 				// Samples are marked with the goroutine of the latest
 				// snapshot when they are read: read them soon after.
 				r.session.SetReadInterval(goTagReadInterval)

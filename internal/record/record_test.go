@@ -161,6 +161,10 @@ func (g *fakeSampler) Stop() error {
 func (g *fakeSampler) Attach(p, threads *profile.Profile, r goview.Resolver) {
 	g.threads = threads
 }
+func (g *fakeSampler) Mark(keep int) { g.w.record("goroutines.mark") }
+func (g *fakeSampler) AttachWindow(p, threads *profile.Profile, r goview.Resolver, n int) {
+	g.threads = threads
+}
 
 type fakeKernel struct{}
 
