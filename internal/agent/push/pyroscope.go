@@ -197,7 +197,20 @@ func mergeTail(p *profile.Profile, keep int) (*profile.Profile, int) {
 		maxID = max(maxID, l.ID)
 	}
 	other := &profile.Location{ID: maxID + 1, Frames: []profile.Frame{{Function: OtherFunction}}}
-	q.Locs = append(append([]*profile.Location(nil), p.Locs...), other)
+	// Only the locations the kept stacks use.
+	used := map[*profile.Location]bool{}
+	for _, s := range q.Samples {
+		for _, l := range s.Stack {
+			used[l] = true
+		}
+	}
+	q.Locs = nil
+	for _, l := range p.Locs {
+		if used[l] {
+			q.Locs = append(q.Locs, l)
+		}
+	}
+	q.Locs = append(q.Locs, other)
 	var merged [profile.NumStates]*profile.Sample
 	var count [profile.NumStates]int
 	for _, s := range order[keep:] {
