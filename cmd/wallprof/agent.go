@@ -63,7 +63,7 @@ Flags:
 
 func init() {
 	commands["agent"] = command{order: 17, run: runAgent,
-		usage: "  wallprof agent [flags] --otlp URL -p PID   continuous profiling, pushed to OTLP or Pyroscope\n"}
+		usage: "  wallprof agent [flags] --otlp URL -p PID  continuous profiling, pushed to OTLP or Pyroscope\n"}
 }
 
 // listFlag is a flag that may be repeated.

@@ -36,7 +36,8 @@ func usage() string {
 	for n := range commands {
 		names = append(names, n)
 	}
-	sort.Slice(names, func(i, j int) bool { return commands[names[i]].order < commands[names[j]].order })
+	sort.Strings(names) // commands of the same order: by name, the same every time
+	sort.SliceStable(names, func(i, j int) bool { return commands[names[i]].order < commands[names[j]].order })
 	var b strings.Builder
 	b.WriteString("wallprof: where does the time go? A wall-clock profiler for Linux.\n\nUsage:\n")
 	for _, n := range names {
