@@ -32,7 +32,7 @@ process every --period to the profile stores teams already run:
                    URL/v1development/profiles), encoded with the official
                    protobufs go.opentelemetry.io/proto/otlp ` + push.OTLPVersion + `
                    (profiles/v1development); the Collector's OTLP receiver
-                   takes them with --feature-gates=service.profilesSupport
+                   takes them with --feature-gates=+service.profilesSupport
   --pyroscope URL  Pyroscope's push API (URL/ingest, format=pprof)
 Both may be given. Profiles have the sample types wall, cpu and offcpu
 (nanoseconds), samples the labels thread.id, thread.name and the state, and
