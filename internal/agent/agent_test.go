@@ -43,7 +43,7 @@ func drainSpool(t *testing.T, s *Spool) []string {
 // The spool is bounded: the oldest requests are dropped and counted, never
 // the one in flight; on disk, what is left is replayed once by the next
 // spool opened on the directory.
-func TestSpool(t *testing.T) {
+func TestAgentSpool(t *testing.T) {
 	for _, dir := range []string{"", t.TempDir()} {
 		s, err := OpenSpool(dir, 10_000)
 		if err != nil {
@@ -107,7 +107,7 @@ func TestSpool(t *testing.T) {
 	}
 }
 
-func TestCheckFile(t *testing.T) {
+func TestAgentCheckFile(t *testing.T) {
 	dir := t.TempDir()
 	f := filepath.Join(dir, "agent.yaml")
 	os.WriteFile(f, []byte("otlp: http://127.0.0.1:4318\nprocesses: [api]\nperiod: 5s\nmetrics: \"off\"\n"), 0o600)
@@ -141,7 +141,7 @@ func TestCheckFile(t *testing.T) {
 	}
 }
 
-func TestParseCgroup(t *testing.T) {
+func TestAgentParseCgroup(t *testing.T) {
 	id := strings.Repeat("0123456789abcdef", 4)
 	for _, tc := range []struct{ in, path, id string }{
 		{"0::/system.slice/docker-" + id + ".scope\n", "/system.slice/docker-" + id + ".scope", id},
@@ -179,7 +179,7 @@ func (f fixedTargets) Fixed() bool             { return true }
 // The loop against a receiver that fails for a while: every window
 // arrives once, in order; the retries and the spool are counted; SIGTERM
 // (ctx) pushes the last window; the token never reaches the log.
-func TestRunThroughOutage(t *testing.T) {
+func TestAgentRunThroughOutage(t *testing.T) {
 	var mu sync.Mutex
 	var seqs []int64
 	var down atomic.Bool

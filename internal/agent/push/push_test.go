@@ -70,7 +70,7 @@ func testWindow(n int) *Window {
 
 // The OTLP request decodes as the collector's ExportProfilesServiceRequest,
 // and each thread's time per state is the profile's.
-func TestOTLPRoundTrip(t *testing.T) {
+func TestAgentOTLPRoundTrip(t *testing.T) {
 	w := testWindow(0)
 	b, err := EncodeOTLP(w)
 	if err != nil {
@@ -194,7 +194,7 @@ func parsePyroscope(t *testing.T, r *PyroscopeRequest) (url.Values, *pprof.Profi
 	return q, pp, cfg
 }
 
-func TestPyroscopePayload(t *testing.T) {
+func TestAgentPyroscopePayload(t *testing.T) {
 	w := testWindow(0)
 	r, err := EncodePyroscope(w, Limits{})
 	if err != nil {
@@ -226,7 +226,7 @@ func TestPyroscopePayload(t *testing.T) {
 
 // Over the limits, the smallest stacks are merged per state; each state's
 // total stays.
-func TestPyroscopeLimits(t *testing.T) {
+func TestAgentPyroscopeLimits(t *testing.T) {
 	w := testWindow(3000)
 	var want [profile.NumStates]int64
 	for _, s := range w.Profile.Samples {
@@ -270,7 +270,7 @@ func TestPyroscopeLimits(t *testing.T) {
 	}
 }
 
-func TestBackoff(t *testing.T) {
+func TestAgentBackoff(t *testing.T) {
 	b := Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second}
 	for _, tc := range []struct {
 		n        int
@@ -299,7 +299,7 @@ func TestBackoff(t *testing.T) {
 
 // Send: the OTLP path and content type, auth headers, status classes,
 // Retry-After, partial success, https with --ca, and no secret in errors.
-func TestSend(t *testing.T) {
+func TestAgentSend(t *testing.T) {
 	var status int
 	var got *http.Request
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
