@@ -71,6 +71,16 @@ var usageErrors = map[string][][]string{
 		{"a.out", "b.out"},
 		{"--url", "http://127.0.0.1:1/debug/pprof/trace", "t.out"},
 	},
+	"agent": {
+		{"-p", "1"},
+		{"--otlp", "http://127.0.0.1:4318"},
+		{"--otlp", "http://127.0.0.1:4318", "-p", "x"},
+		{"--otlp", "http://127.0.0.1:4318", "-p", "1", "--period", "100ms"},
+		{"--otlp", "http://127.0.0.1:4318", "-p", "1", "--token-file", "t", "--user", "u"},
+		{"--otlp", "http://127.0.0.1:4318", "-p", "1", "--user", "u"},
+		{"--otlp", "http://127.0.0.1:4318", "-p", "1", "extra"},
+		{"--config", "/nonexistent/agent.yaml"},
+	},
 	"top": {
 		{"-p", "1", "--interval", "10ms"},
 		{"-p", "1", "extra"},

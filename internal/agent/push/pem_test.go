@@ -1,0 +1,7 @@
+package push
+
+import "encoding/pem"
+
+func pemOf(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
