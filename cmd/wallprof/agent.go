@@ -40,8 +40,9 @@ the process is described by host, service, pid, name, executable, build ID
 and, in a container, its cgroup and container id.
 
 -p PID and --process NAME may be repeated; processes named NAME are looked
-for every window, recorded while they run. System-wide recording (no -p or
---process) is not supported yet.
+for every window, recorded while they run. Without either, every process
+that runs a program (not kernel threads, not the agent) is recorded, by one
+system-wide recording whose windows are split by process.
 
 While an endpoint is down, profiles wait in the spool (--spool DIR on disk,
 kept across restarts; else in memory), up to --spool-max bytes, oldest
@@ -128,8 +129,6 @@ func parseAgentFlags(args []string, stdout, stderr io.Writer) (*agentFlags, int,
 	switch {
 	case f.otlp == "" && f.pyroscope == "":
 		return nil, fs.usageError("say where to push with --otlp URL or --pyroscope URL"), true
-	case len(f.pidList) == 0 && len(f.processes) == 0:
-		return nil, fs.usageError("say what to record with -p PID or --process NAME (system-wide recording is not supported yet)"), true
 	case f.period < time.Second:
 		return nil, fs.usageError("--period %s is too short: use 1s or more", f.period), true
 	case f.freq < 1 || f.freq > collect.MaxFreq:
@@ -212,9 +211,16 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	logger := log.New(stderr, "wallprof agent: ", 0)
 	metrics := agent.NewMetrics()
+	o := record.Options{Freq: f.freq, Plan: setPlanFromEnv}
+	var targets agent.Resolver = agent.Selector{PIDs: f.pidList, Names: f.processes}
+	start := agent.RecordStart(o)
+	if len(f.pidList) == 0 && len(f.processes) == 0 {
+		all := agent.NewSystemWide(o, f.period)
+		targets, start = all, all.Start
+	}
 	c := agent.Config{
-		Targets: agent.Selector{PIDs: f.pidList, Names: f.processes},
-		Start:   agent.RecordStart(record.Options{Freq: f.freq, Plan: setPlanFromEnv}),
+		Targets: targets,
+		Start:   start,
 		Period:  f.period, Host: f.host, Service: f.service,
 		FlushTimeout: f.flushTimeout, Metrics: metrics, Log: logger,
 	}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -149,6 +150,77 @@ func TestAgentOTLPGroundTruth(t *testing.T) {
 		if float64(diff) > 0.02*float64(want) {
 			t.Errorf("thread %d (%s): the windows add up to %v, the workload measured %v: off by more than 2%%",
 				tt.TID, tt.Name, time.Duration(got), want)
+		}
+	}
+}
+
+// TestAgentSystemWide runs the agent with no -p: one system-wide
+// recording, split by process. The ground-truth workload's windows add up
+// to each of its threads' wall time within 2%, other processes' windows
+// arrive too, and the agent does not record itself.
+func TestAgentSystemWide(t *testing.T) {
+	requireRecording(t)
+	cgt := groundtruth.Build(t, "cgt")
+	rcv := &otlpReceiver{}
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+	truthPath := filepath.Join(t.TempDir(), "truth.json")
+	work := exec.Command(cgt, "--truth", truthPath, "--bursts", "5", "--start-delay", "1500")
+	if err := work.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer work.Process.Kill()
+	var stderr bytes.Buffer
+	ag := exec.Command(wallprofBin(t), "agent", "--period", "2s", "--otlp", srv.URL, "--metrics", "127.0.0.1:0")
+	ag.Stderr = &stderr
+	if err := ag.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer ag.Process.Kill()
+	if err := work.Wait(); err != nil {
+		t.Fatalf("cgt: %v", err)
+	}
+	time.Sleep(2500 * time.Millisecond) // the window in which it exited
+	ag.Process.Signal(syscall.SIGTERM)
+	if err := ag.Wait(); err != nil {
+		t.Fatalf("wallprof agent: %v\n%s", err, stderr.String())
+	}
+	truth, err := groundtruth.ReadTruth(truthPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcv.mu.Lock()
+	defer rcv.mu.Unlock()
+	pids := map[int64]int{}
+	times := map[int64]int64{}
+	for _, w := range rcv.windows {
+		pid, _ := w.Resource[push.KeyPID].(int64)
+		pids[pid]++
+		if pid != int64(work.Process.Pid) {
+			continue
+		}
+		for tid, byState := range w.Time {
+			for _, v := range byState {
+				times[tid] += v
+			}
+		}
+	}
+	if pids[int64(ag.Process.Pid)] > 0 {
+		t.Errorf("the agent recorded itself (%d windows)", pids[int64(ag.Process.Pid)])
+	}
+	if len(pids) < 3 {
+		t.Errorf("windows of %d processes arrived; want the machine's processes, not only the workload's", len(pids))
+	}
+	t.Logf("%d windows of %d processes; %d of the workload", len(rcv.windows), len(pids), pids[int64(work.Process.Pid)])
+	for _, tt := range truth.Threads {
+		got, want := time.Duration(times[int64(tt.TID)]), tt.Lifetime()
+		diff := got - want
+		t.Logf("thread %d %-12s wall %v, windows %v (%+.2f%%)", tt.TID, tt.Name, want, got, 100*float64(diff)/float64(want))
+		if diff < 0 {
+			diff = -diff
+		}
+		if float64(diff) > 0.02*float64(want) {
+			t.Errorf("thread %d (%s): the windows add up to %v, the workload measured %v: off by more than 2%%", tt.TID, tt.Name, got, want)
 		}
 	}
 }

@@ -73,7 +73,7 @@ var usageErrors = map[string][][]string{
 	},
 	"agent": {
 		{"-p", "1"},
-		{"--otlp", "http://127.0.0.1:4318"},
+		{"--otlp", "http://127.0.0.1:4318", "--period", "10ms"},
 		{"--otlp", "http://127.0.0.1:4318", "-p", "x"},
 		{"--otlp", "http://127.0.0.1:4318", "-p", "1", "--period", "100ms"},
 		{"--otlp", "http://127.0.0.1:4318", "-p", "1", "--token-file", "t", "--user", "u"},

@@ -26,8 +26,9 @@ type Resolver interface {
 	Fixed() bool
 }
 
-// ErrSystemWide says that recording every process is not there yet.
-var ErrSystemWide = errors.New("recording every process (system-wide) is not supported yet: give -p PID or --process NAME")
+// ErrSystemWide says that a Selector was given nothing to select: every
+// process is SystemWide's job.
+var ErrSystemWide = errors.New("no process given: use SystemWide to record every process")
 
 // Selector records the given PIDs while they live and every process whose
 // name (comm, or the base name of its executable) is one of Names.
