@@ -21,6 +21,7 @@ import (
 
 	"github.com/wallprof/wallprof/internal/collect"
 	"github.com/wallprof/wallprof/internal/goruntime/escapes"
+	"github.com/wallprof/wallprof/internal/goruntime/exectrace"
 	"github.com/wallprof/wallprof/internal/goruntime/gctrace"
 	"github.com/wallprof/wallprof/internal/linux"
 	"github.com/wallprof/wallprof/internal/load"
@@ -72,6 +73,7 @@ type runFlags struct {
 	loadFlags
 	target, ready, pprofURL, src, output string
 	readyTimeout, heapInterval, grace    time.Duration
+	trace                                time.Duration
 	freq, top                            int
 	noRecord                             bool
 }
@@ -88,6 +90,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&f.heapInterval, "heap-interval", time.Second, "with --pprof, fetch the heap profile this often during the load (0: only at the end)")
 	fs.StringVar(&f.src, "src", "", "the server's source directory (its module): explain the top allocation sites with the compiler's escape analysis of ./...")
 	fs.IntVar(&f.top, "top", 15, "show this many allocation sites")
+	fs.DurationVar(&f.trace, "trace", 0, "with --pprof, take an execution trace this long when the load starts (/debug/pprof/trace) and add what it says: pauses, GC, scheduling latency, blocking (0: none)")
 	fs.IntVar(&f.freq, "F", collect.DefaultFreq, "sampling frequency of the wall-clock profile in `Hz`")
 	fs.BoolVar(&f.noRecord, "no-record", false, "do not record the wall-clock profile (it needs root)")
 	fs.DurationVar(&f.grace, "grace", 5*time.Second, "after SIGTERM, wait this long for the server to exit before SIGKILL")
@@ -122,6 +125,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if f.pprofURL != "" && !strings.HasPrefix(f.pprofURL, "http://") && !strings.HasPrefix(f.pprofURL, "https://") {
 		return usageErr("--pprof %q must be an http:// or https:// URL, e.g. http://localhost:8080/debug/pprof.", f.pprofURL)
+	}
+	if f.trace < 0 || f.trace > 0 && f.pprofURL == "" {
+		return usageErr("--trace needs --pprof (the trace comes from the server's /debug/pprof/trace) and a positive duration.")
 	}
 	if f.src != "" {
 		if st, err := os.Stat(f.src); err != nil || !st.IsDir() {
@@ -225,9 +231,11 @@ func (inv *investigation) run(ctx context.Context, stdout io.Writer) int {
 		}
 	}
 	series := inv.startHeapSeries(ctx)
+	trace := inv.startTrace(ctx)
 
 	res, loadErr := inv.applyLoad(ctx)
 	heapSnaps, heapFailed := series.stop()
+	inv.traceSection(trace)
 	var allocsAfter, heapEnd *profile.Profile
 	if allocsBefore != nil && inv.died {
 		inv.note("no allocations per request: the server died before its allocation profile could be read again")
@@ -743,6 +751,79 @@ func fetchProfile(ctx context.Context, base, name string, gc bool) (*profile.Pro
 		return nil, fmt.Errorf("GET %s: not a pprof profile: %v", url, err)
 	}
 	return p, nil
+}
+
+// startTrace starts taking the server's execution trace (--trace) and
+// returns a channel that says when it is in, or why not.
+func (inv *investigation) startTrace(ctx context.Context) <-chan error {
+	if inv.f.trace <= 0 || inv.f.pprofURL == "" {
+		return nil
+	}
+	_, path := inv.file("execution trace", ".trace.out")
+	done := make(chan error, 1)
+	go func() {
+		url := fmt.Sprintf("%s/trace?seconds=%g", strings.TrimRight(inv.f.pprofURL, "/"), inv.f.trace.Seconds())
+		ctx, cancel := context.WithTimeout(ctx, inv.f.trace+30*time.Second)
+		defer cancel()
+		err := func() error {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if err != nil {
+				return err
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return fmt.Errorf("GET %s: %v", url, oneLine(err.Error()))
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("GET %s: %s", url, resp.Status)
+			}
+			return writeFile(path, func(w io.Writer) error {
+				_, err := io.Copy(w, io.LimitReader(resp.Body, 4<<30))
+				return err
+			})
+		}()
+		done <- err
+	}()
+	return done
+}
+
+// traceSection waits for the execution trace and summarises it: its own
+// page and profiles next to the report, its key figures in it.
+func (inv *investigation) traceSection(trace <-chan error) {
+	if trace == nil {
+		return
+	}
+	if err := <-trace; err != nil {
+		inv.note("no execution trace: %v", err)
+		delete(inv.rep.Artefacts, "execution trace")
+		return
+	}
+	name := inv.rep.Artefacts["execution trace"]
+	f, err := os.Open(filepath.Join(inv.dir, name))
+	if err != nil {
+		inv.note("cannot read the execution trace: %v", err)
+		return
+	}
+	defer f.Close()
+	s, err := exectrace.Analyze(f, exectrace.Options{Name: name})
+	if err != nil {
+		inv.note("cannot read the execution trace: %v", err)
+		return
+	}
+	page, pagePath := inv.file("execution trace (HTML)", ".trace.html")
+	profiles, err := exectrace.WriteProfiles(s, strings.TrimSuffix(pagePath, ".html")+"-")
+	if err != nil {
+		inv.note("cannot write the execution trace's profiles: %v", err)
+	}
+	for i, p := range profiles {
+		profiles[i] = filepath.Base(p)
+	}
+	if err := writeFile(pagePath, func(w io.Writer) error { return exectrace.WriteHTML(w, s, profiles) }); err != nil {
+		inv.note("cannot write the execution trace's page: %v", err)
+		page = ""
+	}
+	inv.rep.Trace = runreport.TraceOf(s, page)
 }
 
 // writeFile writes a file atomically (outfile.Write), so that a failed

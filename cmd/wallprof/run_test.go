@@ -220,7 +220,25 @@ func TestRunSearchServerWithoutSources(t *testing.T) {
 		t.Skip("builds and loads the example server")
 	}
 	server := buildSearchServer(t)
-	rep, _ := investigateWith(t, server, []string{"--requests", "150", "--heap-interval", "0", "--no-record"})
+	rep, page := investigateWith(t, server, []string{"--requests", "150", "--heap-interval", "0", "--no-record", "--trace", "1s"})
+	// The execution trace of the load (--trace): summarised in the report,
+	// with its own page and the trace next to it.
+	if tr := rep.Trace; tr == nil {
+		t.Errorf("no trace section; notes: %v", rep.Notes)
+	} else {
+		if tr.Sched.Count == 0 || tr.DurationMs < 500 {
+			t.Errorf("trace section: %d scheduling latencies over %.0f ms; want a trace of the load", tr.Sched.Count, tr.DurationMs)
+		}
+		dir := filepath.Dir(page)
+		for _, f := range []string{tr.Page, rep.Artefacts["execution trace"]} {
+			if st, err := os.Stat(filepath.Join(dir, f)); f == "" || err != nil || st.Size() == 0 {
+				t.Errorf("trace artefact %q: %v", f, err)
+			}
+		}
+		if html, _ := os.ReadFile(page); !strings.Contains(string(html), `id="trace"`) {
+			t.Error("the report's page has no trace section")
+		}
+	}
 	if rep.Alloc == nil || len(rep.Alloc.Sites) < 2 {
 		t.Fatalf("the report has too few allocation sites: %+v", rep.Alloc)
 	}

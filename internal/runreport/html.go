@@ -96,6 +96,7 @@ var funcs = template.FuncMap{
 	"bytesf": func(v float64) string { return fmtBytes(int64(math.Round(v))) },
 	"f0":     func(v float64) string { return fmt.Sprintf("%.0f", v) },
 	"f1":     func(v float64) string { return fmt.Sprintf("%.1f", v) },
+	"ms1000": func(ms float64) float64 { return ms / 1000 },
 	"f2":     func(v float64) string { return fmt.Sprintf("%.2f", v) },
 	"pct":    func(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) },
 	"perGC": func(g *GC) string {
@@ -224,6 +225,16 @@ iframe{width:100%;height:640px;border:1px solid #e5e7eb;background:#fff}
 {{else}}<p>Give <code>--pprof http://HOST:PORT/debug/pprof</code> for allocations per request, the top allocation sites and the heap over time.</p>{{end}}
 </section>
 
+{{with .R.Trace}}<section id="trace"><h2>Execution trace</h2>
+<p>What the runtime's execution trace of the first {{f1 (ms1000 .DurationMs)}} s of the load says.{{if .Page}} All of it: <a href="{{.Page}}">{{.Page}}</a>, or <code>wallprof trace</code> on the trace file.{{end}}{{if .Truncated}} <span class="note">The trace was cut: {{.Truncated}}.</span>{{end}}</p>
+<div class="cards">
+<div class="card"><b id="trace-pauses">{{.Pauses.Count}}</b><span>stop-the-world pauses, p99 {{f2 .Pauses.P99Ms}} ms, max {{f2 .Pauses.MaxMs}} ms{{if .PeriodMs}}, every {{f1 .PeriodMs}} ms{{end}}</span></div>
+<div class="card"><b>{{.GCCycles}}</b><span>GC cycles, workers {{f1 .GCCPUPct}}% of the CPUs, mark assists {{f1 .AssistMs}} ms</span></div>
+<div class="card"><b id="trace-sched">{{f2 .Sched.P99Ms}} ms</b><span>p99 scheduling latency (runnable to running), p50 {{f2 .Sched.P50Ms}} ms, max {{f2 .Sched.MaxMs}} ms</span></div>
+</div>
+{{if .Blocking}}<table id="trace-blocking"><tr><th>goroutines blocked on</th><th>time</th></tr>{{range .Blocking}}<tr><td>{{.Reason}}</td><td class="n">{{f1 .TotalMs}} ms</td></tr>{{end}}</table>{{end}}
+</section>
+{{end}}
 <section id="flame"><h2>Wall-clock profile</h2>
 {{with .R.Goroutines}}
 <p>Goroutine time during the load, by creation site: each goroutine's own time, so ten goroutines waiting for a second are ten seconds of one group.{{if .Coverage}} The goroutine table was read {{.Snapshots}} times, covering {{dur (nsdur .CoveredNs)}} of the {{dur (nsdur .RecordingNs)}} recording ({{f1 .Coverage}}%).{{end}}</p>

@@ -6,6 +6,7 @@ package runreport
 
 import (
 	"encoding/json"
+	"github.com/wallprof/wallprof/internal/goruntime/exectrace"
 	"io"
 	"time"
 
@@ -41,6 +42,9 @@ type Report struct {
 	// Goroutines groups the server's goroutine time by creation site, when
 	// the profile has a goroutine view.
 	Goroutines *present.GoroutineReport `json:"goroutines,omitempty"`
+	// Trace summarises the execution trace taken during the load (run
+	// --trace); its page and the trace itself are artefacts.
+	Trace *Trace `json:"trace,omitempty"`
 
 	// Artefacts are the raw files written next to the report, by kind,
 	// relative to the report's directory.
@@ -124,4 +128,41 @@ type HeapSeries struct {
 	Bytes [][]int64 `json:"inuse_bytes"`
 	// Failed counts the fetches that failed.
 	Failed int `json:"failed_fetches"`
+}
+
+// Trace is what the server's execution trace during the load says, in
+// brief (wallprof trace on the artefact says all of it).
+type Trace struct {
+	// Page is the trace's own HTML page, relative to the report.
+	Page       string  `json:"page,omitempty"`
+	DurationMs float64 `json:"duration_ms"`
+	// Pauses are the stop-the-world pauses: count and percentiles, and
+	// their period when they recur.
+	Pauses    exectrace.Dist `json:"pauses"`
+	PeriodMs  float64        `json:"pause_period_ms,omitempty"`
+	GCCycles  int            `json:"gc_cycles"`
+	GCCPUPct  float64        `json:"gc_cpu_percent"`
+	AssistMs  float64        `json:"mark_assist_ms"`
+	Sched     exectrace.Dist `json:"sched_latency"`
+	Blocking  []TraceBlock   `json:"blocking"`
+	Truncated string         `json:"truncated,omitempty"`
+}
+
+// TraceBlock is the goroutines' time blocked for one reason.
+type TraceBlock struct {
+	Reason  string  `json:"reason"`
+	TotalMs float64 `json:"total_ms"`
+}
+
+// TraceOf condenses an execution trace's summary for the report.
+func TraceOf(s *exectrace.Summary, page string) *Trace {
+	t := &Trace{Page: page, DurationMs: s.DurationMs, Pauses: s.Pauses.Dist, Sched: s.Sched.Dist,
+		GCCycles: s.GC.Cycles, GCCPUPct: s.GC.WorkerCPUPct, AssistMs: s.GC.AssistMs, Truncated: s.Truncated}
+	if p := s.Pauses.Period; p != nil && p.Periodic {
+		t.PeriodMs = p.MedianMs
+	}
+	for _, b := range s.Blocking {
+		t.Blocking = append(t.Blocking, TraceBlock{Reason: b.Reason, TotalMs: b.TotalMs})
+	}
+	return t
 }
