@@ -107,6 +107,11 @@ var allConfigs = []config{
 	{Name: "timer-999", Wrap: func(e *env, argv []string) []string {
 		return append([]string{e.Timerfloor, "-F", "999", "--"}, argv...)
 	}},
+	// The floor of wallprof at 99 Hz: its timers with an empty program, and
+	// an empty program on each tracepoint its default mode uses.
+	{Name: "hook-floor-99", Wrap: func(e *env, argv []string) []string {
+		return append([]string{e.Timerfloor, "-F", "99", "-bpf", "-hooks", "default", "--"}, argv...)
+	}, Optional: true},
 	{Name: "timer-bpf-999", Wrap: func(e *env, argv []string) []string {
 		return append([]string{e.Timerfloor, "-F", "999", "-bpf", "--"}, argv...)
 	}, Optional: true},

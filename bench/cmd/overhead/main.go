@@ -230,7 +230,7 @@ func setup(o *options, configs []config, workloads []workload) (*env, error) {
 			}
 		case strings.HasPrefix(c.Name, "perf"):
 			e.Perf, err = exec.LookPath("perf")
-		case strings.HasPrefix(c.Name, "timer"):
+		case strings.HasPrefix(c.Name, "timer"), strings.HasPrefix(c.Name, "hook-floor"):
 			e.Timerfloor = filepath.Join(o.binDir, "timerfloor")
 			if _, serr := os.Stat(e.Timerfloor); serr != nil {
 				err = fmt.Errorf("timerfloor is not built (%s missing): build it with 'go build -o %s ./bench/cmd/timerfloor'", e.Timerfloor, e.Timerfloor)
