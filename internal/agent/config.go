@@ -3,9 +3,9 @@ package agent
 import (
 	"bytes"
 	"fmt"
+	"github.com/wallprof/wallprof/internal/linux"
 	"os"
 	"strings"
-	"syscall"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -61,14 +61,14 @@ func CheckFile(path string, secret bool) error {
 	if err != nil {
 		return err
 	}
-	st, ok := info.Sys().(*syscall.Stat_t)
+	owner, ok := linux.FileOwner(info)
 	if !ok {
 		return fmt.Errorf("%s: cannot read its owner", path)
 	}
 	uid := os.Geteuid()
 	switch mode := info.Mode().Perm(); {
-	case int(st.Uid) != uid:
-		return fmt.Errorf("%s is owned by user %d, not by the user running the agent (%d): refusing it; chown it", path, st.Uid, uid)
+	case owner != uid:
+		return fmt.Errorf("%s is owned by user %d, not by the user running the agent (%d): refusing it; chown it", path, owner, uid)
 	case mode&0o002 != 0:
 		return fmt.Errorf("%s is writable by every user: refusing it; chmod o-w it", path)
 	case secret && mode&0o004 != 0:

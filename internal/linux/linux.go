@@ -29,6 +29,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -408,4 +409,14 @@ func ReadTaskCounters(pid, tid int) (TaskCounters, error) {
 		}
 	}
 	return c, nil
+}
+
+// FileOwner is the user id that owns the file info describes (false when
+// the file system does not say).
+func FileOwner(info os.FileInfo) (int, bool) {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
 }
