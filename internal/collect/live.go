@@ -41,7 +41,7 @@ func (s *Session) Peek() ([]*ThreadRecord, uint64, error) {
 		} else {
 			closeInterval(&st, now)
 		}
-		out = append(out, &ThreadRecord{PID: st.PID, TID: tid, FirstNs: st.FirstTS, EndNs: now, Time: st.Time})
+		out = append(out, &ThreadRecord{PID: st.PID, TID: tid, Name: s.threadName(st.PID, tid), FirstNs: st.FirstTS, EndNs: now, Time: st.Time})
 	}
 	for _, e := range exits {
 		if _, ok := live[e.TID]; ok && !live[e.TID].Exited {
@@ -52,6 +52,21 @@ func (s *Session) Peek() ([]*ThreadRecord, uint64, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].TID < out[j].TID })
 	return out, now, nil
+}
+
+// threadName is a thread's name, read from /proc once.
+func (s *Session) threadName(pid, tid uint32) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.names == nil {
+		s.names = map[uint32]string{}
+	}
+	n, ok := s.names[tid]
+	if !ok {
+		n = linux.ThreadName(int(pid), int(tid))
+		s.names[tid] = n
+	}
+	return n
 }
 
 // closeResumed adds to st, a thread's record in resume mode, the interval
@@ -251,6 +266,34 @@ type extraKey struct {
 	base  *aggEntry
 	tid   uint32
 	state profile.State
+}
+
+// Unseen lists the threads, of the totals Peek gave, whose off-CPU time
+// since the latest tick has no stack to go to yet (no sample in that state
+// or another off-CPU state): a thread blocked since before the recording
+// began. Their current stacks, read otherwise (SnapshotThreads) and added
+// as samples, give it one.
+func (l *Live) Unseen(threads []*ThreadRecord) map[uint32]profile.State {
+	out := map[uint32]profile.State{}
+	for _, t := range threads {
+		p := l.prevT[t.TID]
+		for _, st := range []profile.State{profile.Sleeping, profile.Disk, profile.Other, profile.Runnable} {
+			if t.Time[st] <= p[st] {
+				continue
+			}
+			seen := false
+			for _, other := range []profile.State{profile.Sleeping, profile.Disk, profile.Other, profile.Runnable} {
+				if _, ok := l.a.last[threadState{t.TID, other}]; ok {
+					seen = true
+				}
+			}
+			if !seen {
+				out[t.TID] = st
+			}
+			break
+		}
+	}
+	return out
 }
 
 // Buckets is how many buckets are kept.

@@ -62,6 +62,7 @@ type Session struct {
 	finals []*RawSample
 	// drainWaiters are the callers of Drain waiting for Run to read what
 	// was pending.
+	names        map[uint32]string // thread names Peek read, by thread id
 	drainMu      sync.Mutex
 	drainWaiters []chan struct{}
 	exits        map[uint32]*ThreadExit

@@ -103,6 +103,7 @@ type deps struct {
 	kernel     func() (collect.KernelResolver, error)
 	exists     func(pid int) bool
 	exe        func(pid int) string
+	snapshot   func(pid int) ([]collect.ThreadSnapshot, error)
 }
 
 var system = deps{
@@ -117,7 +118,8 @@ var system = deps{
 		}
 		return k, nil
 	},
-	exists: linux.ProcessExists,
+	exists:   linux.ProcessExists,
+	snapshot: collect.SnapshotThreads,
 	exe: func(pid int) string {
 		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 		return exe
@@ -141,6 +143,7 @@ type Recording struct {
 	// live divides the recording into buckets (Options.Live); aggMu then
 	// keeps its ticks and windows apart from the samples' arrival.
 	live     *collect.Live
+	snapAt   time.Time // when seeStacks last read the threads' stacks
 	periodNs uint64
 	aggMu    sync.Mutex
 	kernel   collect.KernelResolver
@@ -292,6 +295,15 @@ func (r *Recording) Tick() error {
 	if err != nil {
 		return err
 	}
+	if !r.opts.All && time.Since(r.snapAt) >= snapshotEvery {
+		r.aggMu.Lock()
+		unseen := r.live.Unseen(threads)
+		r.aggMu.Unlock()
+		if len(unseen) > 0 {
+			r.snapAt = time.Now()
+			r.seeStacks(unseen)
+		}
+	}
 	r.aggMu.Lock()
 	defer r.aggMu.Unlock()
 	r.live.Tick(threads, now)
@@ -300,6 +312,33 @@ func (r *Recording) Tick() error {
 		tap.s.Mark(r.opts.Live)
 	}
 	return nil
+}
+
+// snapshotEvery bounds how often Tick reads the stacks of threads blocked
+// since before the recording (a task iterator, ~35 ms of CPU).
+const snapshotEvery = 5 * time.Second
+
+// seeStacks reads the current stacks of the threads in unseen, blocked
+// since before the recording began (no sample has shown where they wait),
+// and adds each as a sample of 1 ns in its state: the live view then has
+// a stack for their time, the one they wait in now.
+func (r *Recording) seeStacks(unseen map[uint32]profile.State) {
+	snaps, err := r.deps.snapshot(r.pid)
+	if err != nil {
+		return // the view keeps saying the stack was not seen
+	}
+	r.aggMu.Lock()
+	defer r.aggMu.Unlock()
+	for _, t := range snaps {
+		st, ok := unseen[uint32(t.TID)]
+		if !ok || t.State == collect.Running || t.StaleUser {
+			continue
+		}
+		s := &collect.RawSample{PID: uint32(t.PID), TID: uint32(t.TID), Comm: t.Comm, Regs: t.Regs,
+			Kernel: t.Kernel, User: t.User, Snap: t.Snap}
+		s.Weight[st] = 1
+		r.agg.Add(s)
+	}
 }
 
 // Window returns the profile of the live view's last n buckets (nil for a

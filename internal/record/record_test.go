@@ -28,6 +28,8 @@ type world struct {
 	// exes are what /proc/PID/exe says, call after call (the last one
 	// stays).
 	exes []string
+	// snaps are the threads' current stacks (SnapshotThreads).
+	snaps []collect.ThreadSnapshot
 	// goroutinesErr, when set, is what starting the goroutine view returns.
 	goroutinesErr error
 
@@ -64,6 +66,10 @@ func (w *world) deps() deps {
 		},
 		kernel: func() (collect.KernelResolver, error) { return fakeKernel{}, nil },
 		exists: func(int) bool { return w.exists },
+		snapshot: func(pid int) ([]collect.ThreadSnapshot, error) {
+			w.record("snapshot")
+			return w.snaps, nil
+		},
 		exe: func(int) string {
 			w.mu.Lock()
 			defer w.mu.Unlock()
@@ -379,5 +385,37 @@ func TestLiveWindow(t *testing.T) {
 	}
 	if d, p := w.index("drain"), w.index("peek"); d < 0 || p < d {
 		t.Errorf("calls %v: want the ring drained, then a peek at the thread table", w.log)
+	}
+}
+
+// TestLiveSeesBlockedStacks: a thread blocked since before the recording
+// began has no sample to show where; the live view reads its current
+// stack once (a snapshot of the threads) and gives its time to it.
+func TestLiveSeesBlockedStacks(t *testing.T) {
+	w := &world{exists: true, snaps: []collect.ThreadSnapshot{
+		{PID: pid, TID: tid, Comm: "app", State: collect.Sleeping, Kernel: []uint64{0xc}},
+	}}
+	o := opts
+	o.Live, o.Goroutines = 3, false
+	r, err := start(pid, o, w.deps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	w.s.peek, w.s.now = result(0).Threads, uint64(time.Second)
+	if err := r.Tick(); err != nil {
+		t.Fatal(err)
+	}
+	if w.index("snapshot") < 0 {
+		t.Fatalf("calls %v: want a snapshot of the blocked thread's stack", w.log)
+	}
+	var sleeping time.Duration
+	for _, s := range r.Window(3).Samples {
+		if s.State == profile.Sleeping && s.Stack[0].Frames[0].Function == "do_nanosleep" {
+			sleeping += time.Duration(s.Value)
+		}
+	}
+	if sleeping != time.Second {
+		t.Errorf("do_nanosleep has %v sleeping, want the thread's whole second", sleeping)
 	}
 }
