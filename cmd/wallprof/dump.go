@@ -12,7 +12,7 @@ import (
 )
 
 func init() {
-	commands["dump"] = command{order: 15, run: runDump,
+	commands["dump"] = command{order: 16, run: runDump,
 		usage: "  wallprof dump [flags] -p PID              every thread's (and goroutine's) stack now, with its state and how long it has been in it\n"}
 }
 

@@ -36,7 +36,10 @@ func usage() string {
 	for n := range commands {
 		names = append(names, n)
 	}
-	sort.Slice(names, func(i, j int) bool { return commands[names[i]].order < commands[names[j]].order })
+	sort.Slice(names, func(i, j int) bool {
+		oi, oj := commands[names[i]].order, commands[names[j]].order
+		return oi < oj || oi == oj && names[i] < names[j]
+	})
 	var b strings.Builder
 	b.WriteString("wallprof: where does the time go? A wall-clock profiler for Linux.\n\nUsage:\n")
 	for _, n := range names {
