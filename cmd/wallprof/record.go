@@ -1,7 +1,8 @@
+//go:build linux && amd64
+
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -19,7 +20,6 @@ import (
 
 	"github.com/wallprof/wallprof/internal/collect"
 	"github.com/wallprof/wallprof/internal/linux"
-	"github.com/wallprof/wallprof/internal/outfile"
 	"github.com/wallprof/wallprof/internal/present"
 	"github.com/wallprof/wallprof/internal/profile"
 	"github.com/wallprof/wallprof/internal/record"
@@ -292,38 +292,6 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return c.cmdExit
 	}
 	return exitOK
-}
-
-// profileOut is where a profile or a summary goes: a file written
-// atomically (internal/outfile), or stdout.
-type profileOut interface {
-	io.Writer
-	Commit() error
-	Abandon()
-}
-
-// createOutput opens path for writing, or stdout for "-".
-func createOutput(path string, stdout io.Writer) (profileOut, error) {
-	if path == "-" {
-		return &stdoutOut{w: bufio.NewWriterSize(stdout, 64<<10)}, nil
-	}
-	return outfile.Create(path)
-}
-
-// stdoutOut writes to stdout; Commit flushes.
-type stdoutOut struct{ w *bufio.Writer }
-
-func (o *stdoutOut) Write(p []byte) (int, error) { return o.w.Write(p) }
-func (o *stdoutOut) Commit() error               { return o.w.Flush() }
-func (o *stdoutOut) Abandon()                    {}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // recorder is one 'wallprof record' run: its flags, what it tells the

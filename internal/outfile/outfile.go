@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 )
@@ -164,4 +165,15 @@ func Write(path string, write func(io.Writer) error) error {
 		return err
 	}
 	return f.Commit()
+}
+
+// processRuns reports whether process pid exists. Where that cannot be
+// told without a system call (not Linux), it says yes: every temporary
+// file is kept.
+func processRuns(pid int) bool {
+	if runtime.GOOS != "linux" {
+		return true
+	}
+	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	return err == nil
 }
