@@ -49,8 +49,6 @@ func usage() string {
 	return b.String()
 }
 
-var version = "dev"
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -65,7 +63,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "version", "--version":
-		fmt.Fprintln(stdout, "wallprof", version)
+		fmt.Fprintln(stdout, printVersion())
 		return exitOK
 	case "help", "-h", "--help":
 		return help(ctx, args[1:], stdout, stderr)
