@@ -216,11 +216,17 @@ func preflight() string {
 		}
 		return err.Error()
 	}
-	if err := linux.CheckKernel(); err != nil {
-		return fmt.Sprintf("%v; upgrade the kernel to record.", err)
-	}
 	if err := linux.CheckBTF(); err != nil {
 		return "this kernel does not expose its BTF type information (/sys/kernel/btf/vmlinux is missing): use a kernel built with CONFIG_DEBUG_INFO_BTF=y."
+	}
+	// What the recorder needs, probed and named; then the kernel's
+	// version for what cannot be probed (sleepable task iterators calling
+	// bpf_copy_from_user_task, 5.18).
+	if err := collect.CheckFeatures(); err != nil {
+		return fmt.Sprintf("%v; upgrade the kernel to record.", err)
+	}
+	if err := linux.CheckKernel(); err != nil {
+		return fmt.Sprintf("%v (for sleepable task iterators and bpf_copy_from_user_task); upgrade the kernel to record.", err)
 	}
 	return ""
 }
