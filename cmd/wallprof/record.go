@@ -706,18 +706,29 @@ func (c *recorder) summary(p *profile.Profile) {
 			fmt.Fprintf(w, "wallprof: warning: %s\n", warn)
 		}
 	}
-	if c := p.Cost; c != nil && c.BPFStatsShare > 0 {
-		est := ""
-		if c.BPFStatsShare < 0.999 {
-			est = fmt.Sprintf(", estimated from the %.0f%% of the time it was measured", 100*c.BPFStatsShare)
+	if c := p.Cost; c != nil {
+		// A target that hardly ran (a kernel thread, an idle process)
+		// makes a share of its CPU meaningless: say how little it ran.
+		share := func(d time.Duration, of string) string {
+			if c.TargetCPU < minShareCPU {
+				return ""
+			}
+			return fmt.Sprintf(" (%s%s)", pct(d, c.TargetCPU), of)
 		}
-		fmt.Fprintf(w, "wallprof: cost: profiler CPU %s while recording (%s of target CPU), BPF %s (%s) in %d program runs%s; %s of CPU to start\n",
-			c.ProfilerCPU.Round(time.Microsecond), pct(c.ProfilerCPU, c.TargetCPU),
-			c.BPFRunTime.Round(time.Microsecond), pct(c.BPFRunTime, c.TargetCPU), c.BPFRunCount, est,
-			c.StartupCPU.Round(time.Millisecond))
-	} else if c != nil {
-		fmt.Fprintf(w, "wallprof: cost: profiler CPU %s while recording (%s of target CPU), BPF run time not measured; %s of CPU to start\n",
-			c.ProfilerCPU.Round(time.Microsecond), pct(c.ProfilerCPU, c.TargetCPU), c.StartupCPU.Round(time.Millisecond))
+		bpf := "BPF run time not measured"
+		if c.BPFStatsShare > 0 {
+			est := ""
+			if c.BPFStatsShare < 0.999 {
+				est = fmt.Sprintf(", estimated from the %.0f%% of the time it was measured", 100*c.BPFStatsShare)
+			}
+			bpf = fmt.Sprintf("BPF %s%s in %d program runs%s", c.BPFRunTime.Round(time.Microsecond), share(c.BPFRunTime, ""), c.BPFRunCount, est)
+		}
+		little := ""
+		if c.TargetCPU < minShareCPU {
+			little = fmt.Sprintf("; the target used %s of CPU, too little for a share", c.TargetCPU.Round(time.Microsecond))
+		}
+		fmt.Fprintf(w, "wallprof: cost: profiler CPU %s while recording%s, %s; %s of CPU to start%s\n",
+			c.ProfilerCPU.Round(time.Microsecond), share(c.ProfilerCPU, " of target CPU"), bpf, c.StartupCPU.Round(time.Millisecond), little)
 	}
 	name := c.flags.output
 	if name == "-" {
@@ -732,6 +743,10 @@ func (c *recorder) summary(p *profile.Profile) {
 func kernelNote(n string) bool {
 	return strings.HasPrefix(n, "the kernel switched a recorded thread") || strings.HasPrefix(n, "the kernel did not report")
 }
+
+// minShareCPU is the target CPU time under which wallprof's cost is not
+// given as a share of it.
+const minShareCPU = 10 * time.Millisecond
 
 func pct(a, b time.Duration) string {
 	if b <= 0 {

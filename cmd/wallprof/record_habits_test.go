@@ -207,3 +207,16 @@ func TestRecordOutputCheckedFirst(t *testing.T) {
 		t.Errorf("-o DIRECTORY failed after %v, not at once", d)
 	}
 }
+
+// Recording a kernel thread: no complaint about its missing executable,
+// and no share of a CPU time it hardly used.
+func TestRecordKernelThread(t *testing.T) {
+	requireRecording(t)
+	code, _, stderr := wallprofSplit(t, "record", "-p", "2", "--duration", "0.5", "-o", filepath.Join(t.TempDir(), "k.pb.gz"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if strings.Contains(stderr, "/proc/2/exe") || strings.Contains(stderr, "no goroutine view") || strings.Contains(stderr, "% of target CPU") {
+		t.Errorf("recording kthreadd:\n%s", stderr)
+	}
+}

@@ -21,6 +21,7 @@ package record
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"sync"
@@ -487,8 +488,10 @@ func (r *Recording) startGoroutines(gate string) {
 				r.session.SetReadInterval(goTagReadInterval)
 				return
 			}
-			if errors.Is(err, goview.ErrNotGo) || gate == "" || time.Now().After(deadline) {
-				if !errors.Is(err, goview.ErrNotGo) {
+			// A kernel thread has no executable (/proc/PID/exe): not Go.
+			notGo := errors.Is(err, goview.ErrNotGo) || gate == "" && errors.Is(err, fs.ErrNotExist)
+			if notGo || gate == "" || time.Now().After(deadline) {
+				if !notGo {
 					r.gomu.Lock()
 					r.gonote = fmt.Sprintf("no goroutine view: %v", err)
 					r.gomu.Unlock()
