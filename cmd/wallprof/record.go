@@ -389,29 +389,44 @@ func (c *recorder) targets() string {
 	return fmt.Sprintf("processes %s", c.rec.Command())
 }
 
-// watchExit returns a channel closed when every one of pids has exited,
-// or done is closed.
-func watchExit(pids []int, done <-chan struct{}) <-chan struct{} {
-	exited := make(chan struct{})
+// exitWatch watches processes exit.
+type exitWatch struct {
+	all  chan struct{} // closed when every one has exited
+	mu   sync.Mutex
+	gone map[int]bool
+}
+
+// watchExit watches pids until they have all exited, or done is closed.
+func watchExit(pids []int, done <-chan struct{}) *exitWatch {
+	w := &exitWatch{all: make(chan struct{}), gone: map[int]bool{}}
 	var wg sync.WaitGroup
 	for _, pid := range pids {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			_ = linux.WaitExit(pid, done)
+			select {
+			case <-done:
+			default:
+				w.mu.Lock()
+				w.gone[pid] = true
+				w.mu.Unlock()
+			}
 		}()
 	}
 	go func() {
 		wg.Wait()
-		close(exited)
+		close(w.all)
 	}()
-	return exited
+	return w
 }
 
 // noteExited notes the processes of -p that exited during the recording.
-func (c *recorder) noteExited() {
+func (c *recorder) noteExited(w *exitWatch) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	for _, pid := range c.flags.pids {
-		if !linux.ProcessExists(pid) {
+		if w.gone[pid] {
 			c.rec.Note("target process %d exited during the recording", pid)
 		}
 	}
@@ -423,11 +438,11 @@ func (c *recorder) attach(ctx context.Context) int {
 		return code
 	}
 	done := make(chan struct{})
-	exited := watchExit(c.flags.pids, done)
+	exits := watchExit(c.flags.pids, done)
 	c.started(c.targets())
-	c.why = c.wait(ctx, exited, nil)
+	c.why = c.wait(ctx, exits.all, nil)
 	close(done)
-	c.noteExited()
+	c.noteExited(exits)
 	return c.stop()
 }
 
@@ -452,10 +467,10 @@ func (c *recorder) attachWhile(ctx context.Context, path string, args []string) 
 		close(cmdDone)
 	}()
 	done := make(chan struct{})
-	exited := watchExit(c.flags.pids, done)
-	c.why = c.wait(ctx, exited, cmdDone)
+	exits := watchExit(c.flags.pids, done)
+	c.why = c.wait(ctx, exits.all, cmdDone)
 	close(done)
-	c.noteExited()
+	c.noteExited(exits)
 	code := c.stop()
 	if c.why == stopCommand {
 		c.cmdExit = exitStatus(cmd.ProcessState)
