@@ -496,7 +496,11 @@ func (pp *perfParser) finish() {
 		}
 		w := fmt.Sprintf("%s: record with 'perf record -g', and run %s", what, perfScriptFields)
 		b.note("%s", w)
-		pp.r.Warnings = append(pp.r.Warnings, w)
+		if pp.noStack*10 >= pp.events {
+			// A perf script without call chains, rather than the odd
+			// event whose chain the kernel could not take.
+			pp.r.Warnings = append(pp.r.Warnings, w)
+		}
 	}
 	if pp.noPID {
 		w := "perf script printed thread IDs without process IDs: process IDs are 0; run " + perfScriptFields
