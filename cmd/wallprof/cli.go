@@ -43,14 +43,50 @@ func newCmdFlags(name, usage string, stdout, stderr io.Writer) *cmdFlags {
 // positional. When it returns done, the command returns code: exitOK after
 // --help, exitUsage after a usage error.
 func (c *cmdFlags) parse(args []string) (code int, done bool) {
-	return c.handle(parseInterspersed(c.FlagSet, args))
+	return c.handle(parseInterspersed(c.FlagSet, splitAttached(c.FlagSet, args, false)))
 }
 
 // parseToArgs parses args up to the first positional argument, for
 // commands whose positional arguments are a command line of their own
 // ('wallprof record -F 999 -- ./server --port 8080').
 func (c *cmdFlags) parseToArgs(args []string) (code int, done bool) {
-	return c.handle(c.FlagSet.Parse(args))
+	return c.handle(c.FlagSet.Parse(splitAttached(c.FlagSet, args, true)))
+}
+
+// splitAttached splits the values attached to single-letter flags, as perf
+// and getopt read them: '-F99' is '-F 99', '-p1234' is '-p 1234', '-ofile'
+// is '-o file'. Only a single dash followed by the name of a known
+// one-letter flag that takes a value is split, and never an argument that
+// is itself a flag's name ('-pid'), a flag's value, or after "--" (nor,
+// with toArgs, after the first positional argument: a command line of its
+// own).
+func splitAttached(fs *flag.FlagSet, args []string, toArgs bool) []string {
+	out := make([]string, 0, len(args)+1)
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || (toArgs && (a == "-" || !strings.HasPrefix(a, "-"))) {
+			return append(out, args[i:]...)
+		}
+		if !strings.HasPrefix(a, "-") || strings.HasPrefix(a, "--") || len(a) < 2 {
+			out = append(out, a)
+			continue
+		}
+		name := strings.SplitN(a[1:], "=", 2)[0]
+		if f := fs.Lookup(name); f != nil {
+			out = append(out, a)
+			if !strings.Contains(a, "=") && !isBoolFlag(f) && i+1 < len(args) {
+				i++ // its value, whatever it looks like
+				out = append(out, args[i])
+			}
+			continue
+		}
+		if f := fs.Lookup(a[1:2]); f != nil && !isBoolFlag(f) && len(a) > 2 && a[2] != '=' {
+			out = append(out, a[:2], a[2:])
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 func (c *cmdFlags) handle(err error) (int, bool) {

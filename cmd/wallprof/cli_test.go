@@ -55,12 +55,16 @@ func TestHelpGolden(t *testing.T) {
 // wrong in one line with the hint, on stderr, and exit 2.
 var usageErrors = map[string][][]string{
 	"record": {
-		{"-g", "--", "true"},
+		{"--bogus", "--", "true"},
 		{},
 		{"-F", "abc", "-p", "1"},
 		{"-F", "0", "-p", "1"},
-		{"-p", "1", "--", "true"},
+		{"-p", "1,x"},
 		{"-p", "-3"},
+		{"-p1,0"},
+		{"--duration", "soon", "-p", "1"},
+		{"--format", "pprof", "-o", "x.folded", "-p", "1"},
+		{"-o", "-", "--json", "-", "-p", "1"},
 		{"--format", "svg", "-p", "1"},
 		{"--duration", "-1s", "-p", "1"},
 		{"-o"},

@@ -135,6 +135,11 @@ func (f *convertFlags) convert(input string, stdout, stderr io.Writer) int {
 	}
 	from := convert.Format(f.from)
 	r, err := convert.Import(data, from, f.opt)
+	if r != nil {
+		for _, w := range r.Warnings {
+			fmt.Fprintf(stderr, "wallprof convert: warning: %s.\n", w)
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "wallprof convert: %s: %v.\n", inputName(input), err)
 		return exitError

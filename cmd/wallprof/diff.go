@@ -23,8 +23,9 @@ so that recordings of different lengths compare: the totals by state, then
 the functions whose self (flat) and total (cum) time changed most, with
 before/s, after/s, delta/s and delta %. With -o it also writes a
 differential flame graph: the shape of AFTER, coloured by the change from
-BEFORE. Both files are profiles written by 'wallprof record' or pprof files
-that record their duration.
+BEFORE. Both are profiles written by 'wallprof record' or pprof files that
+record their duration: files, '-' for stdin (one of them), or URLs of pprof
+endpoints (http://host:6060/debug/pprof/profile?seconds=10).
 
 Flags:
 `
@@ -40,6 +41,9 @@ func runDiff(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() != 2 {
 		return fs.usageError("give two profile files, e.g. 'wallprof diff before.pb.gz after.pb.gz'.")
+	}
+	if stdinTwice(fs.Args()) {
+		return fs.usageError("only one of the profiles can be read from stdin ('-').")
 	}
 	w, err := present.ParseWeight(*weight)
 	if err != nil {

@@ -29,7 +29,7 @@ func TestErrors(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`, false},
 		{"bad flag", []string{"record", "--bogus"}, exitUsage, "flag provided but not defined", false},
 		{"nothing to record", []string{"record"}, exitUsage, "say what to record", false},
-		{"both pid and command", []string{"record", "-p", "1", "--", "true"}, exitUsage, "not both", false},
+		{"format and name disagree", []string{"record", "--format", "pprof", "-o", "x.folded", "-p", "1"}, exitUsage, "names a collapsed file", false},
 		{"frequency out of range", []string{"record", "-F", "0", "--", "true"}, exitUsage, "out of range", false},
 		{"bad format", []string{"record", "--format", "svg", "--", "true"}, exitUsage, "unknown --format", false},
 		{"report without file", []string{"report"}, exitUsage, "exactly one profile", false},
@@ -38,6 +38,7 @@ func TestErrors(t *testing.T) {
 		{"no such pid", []string{"record", "-p", "999999999"}, exitError, "no process with PID 999999999", true},
 		{"command not found", []string{"record", "--", "no-such-command-wallprof"}, exitError, "command not found: no-such-command-wallprof", true},
 		{"output not writable", []string{"record", "-o", filepath.Join(dir, "missing", "x.pb.gz"), "--", "true"}, exitError, "cannot write the profile", true},
+		{"output is a directory", []string{"record", "-o", dir, "--", "true"}, exitError, "is a directory", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.root {

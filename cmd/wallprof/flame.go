@@ -31,7 +31,8 @@ weights and between flame and icicle orientation. Frames are coloured by what
 dominates them: on-CPU (orange), runnable (purple) or blocked (blue).
 With --svg it writes a standalone SVG instead, for tickets and wikis: click
 to zoom, hover for details, 'Search' to highlight.
-FILE is a profile written by 'wallprof record' or any pprof file.
+FILE is a profile written by 'wallprof record' or any pprof file, '-' for
+stdin, the URL of a pprof endpoint, or anything 'wallprof convert' reads.
 
 Flags:
 `
@@ -77,16 +78,9 @@ func runFlame(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		opt.Focus = re
 	}
 	path := fs.Arg(0)
-	p, err := present.ReadProfileFile(path)
+	p, err := readProfileFor("flame", path, stderr)
 	if err != nil {
-		var fe *present.FormatError
-		switch {
-		case errors.As(err, &fe):
-			return fail(exitError, "%v.", err)
-		case errors.Is(err, os.ErrNotExist):
-			return fail(exitError, "%s does not exist.", path)
-		}
-		return fail(exitError, "cannot read %s: %v.", path, err)
+		return exitError
 	}
 	if *gview || *focusG != "" {
 		var re *regexp.Regexp

@@ -37,8 +37,8 @@ func usage() string {
 		names = append(names, n)
 	}
 	sort.Slice(names, func(i, j int) bool {
-		a, b := commands[names[i]].order, commands[names[j]].order
-		return a < b || a == b && names[i] < names[j]
+		oi, oj := commands[names[i]].order, commands[names[j]].order
+		return oi < oj || oi == oj && names[i] < names[j]
 	})
 	var b strings.Builder
 	b.WriteString("wallprof: where does the time go? A wall-clock profiler for Linux.\n\nUsage:\n")
@@ -48,8 +48,6 @@ func usage() string {
 	b.WriteString("  wallprof version\n\nRun 'wallprof help COMMAND' (or 'wallprof COMMAND --help') for the flags of a command.\n")
 	return b.String()
 }
-
-var version = "dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -65,7 +63,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "version", "--version":
-		fmt.Fprintln(stdout, "wallprof", version)
+		fmt.Fprintln(stdout, printVersion())
 		return exitOK
 	case "help", "-h", "--help":
 		return help(ctx, args[1:], stdout, stderr)

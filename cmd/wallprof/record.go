@@ -1,3 +1,5 @@
+//go:build linux && amd64
+
 package main
 
 import (
@@ -5,25 +7,28 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/wallprof/wallprof/internal/collect"
 	"github.com/wallprof/wallprof/internal/linux"
-	"github.com/wallprof/wallprof/internal/outfile"
 	"github.com/wallprof/wallprof/internal/present"
 	"github.com/wallprof/wallprof/internal/profile"
 	"github.com/wallprof/wallprof/internal/record"
 )
 
 const recordUsage = `Usage:
-  wallprof record [flags] -p PID
+  wallprof record [flags] -p PID[,PID...]
   wallprof record [flags] -- COMMAND [ARGS...]
+  wallprof record [flags] -p PID[,PID...] -- COMMAND [ARGS...]
 
 Records a wall-clock profile: every thread's time split into on-CPU,
 runnable (waiting for a CPU) and blocked (sleeping, disk), each with its
@@ -31,13 +36,27 @@ user and kernel stack. Every thread's time is measured exactly from the
 scheduler's own clock and counters. On-CPU stacks are taken where the CPU
 is, -F times a second, as perf does, and each thread's exact CPU time is
 spread over them; off-CPU stacks once per quarter period (at least 1 ms) of
-a thread's time off CPU, in the call it waited in.
+a thread's time off CPU, in the call it waited in. Stacks are always
+recorded: -g is accepted, as perf's habit, and changes nothing.
 Recording stops after --duration, on Ctrl-C or SIGTERM, or when the target
 exits; the profile is written in every case.
 
 With -- COMMAND, the command is started under the recorder and the
 processes it forks are recorded too; when the recording stops first the
-command is sent SIGTERM.
+command is sent SIGTERM. With -p PID -- COMMAND (as perf record does), the
+processes PID are recorded while the command runs: the command is only the
+timer, and is not recorded.
+
+Exit status: with a COMMAND, the command's own when it ends before the
+recording stops (128+N when signal N killed it), as for a shell; 0 when
+--duration, a signal or the targets' exit stopped the recording first.
+1 when recording failed, 2 for a usage error. When wallprof writes to
+stdout (-o - or --json -), the command's stdout goes to stderr.
+
+Flags take their values attached too, as perf's do: -F99, -p1234, -ofile.
+A profile name ending in .folded, .collapsed or .txt means --format
+collapsed; without -o the profile is wallprof.pb.gz (wallprof.folded with
+--format collapsed).
 
 Needs root, or CAP_BPF and CAP_PERFMON, and a kernel (5.18+) with BTF.
 
@@ -51,7 +70,7 @@ func init() {
 }
 
 type recordFlags struct {
-	pid      int
+	pids     pidList
 	freq     int
 	output   string
 	duration time.Duration
@@ -59,20 +78,76 @@ type recordFlags struct {
 	quiet    bool
 	stats    string
 	gview    string
+	json     string
+	stacks   bool // -g: stacks are always on
+	verbose  bool
+}
+
+// pidList is -p's value: one process ID, or several separated by commas
+// (-p 1,2,3); repeated, the lists add up.
+type pidList []int
+
+func (l *pidList) String() string {
+	if l == nil {
+		return ""
+	}
+	s := make([]string, len(*l))
+	for i, p := range *l {
+		s[i] = strconv.Itoa(p)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *pidList) Set(v string) error {
+	for _, f := range strings.Split(v, ",") {
+		p, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return errors.New("not a process ID nor a list of them (1234 or 1,2,3)")
+		}
+		*l = append(*l, p)
+	}
+	return nil
+}
+
+// secondsValue is a duration given as a Go duration (30s, 1m30s) or as a
+// bare number of seconds, as perf's and py-spy's users type it (30, 2.5).
+type secondsValue struct{ d *time.Duration }
+
+func (v secondsValue) String() string {
+	if v.d == nil || *v.d == 0 {
+		return ""
+	}
+	return v.d.String()
+}
+
+func (v secondsValue) Set(s string) error {
+	if f, err := strconv.ParseFloat(s, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
+		*v.d = time.Duration(f * float64(time.Second))
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return errors.New("give seconds (30) or a duration (30s, 2m)")
+	}
+	*v.d = d
+	return nil
 }
 
 func parseRecordFlags(args []string, stdout, stderr io.Writer) (*recordFlags, []string, int) {
 	f := &recordFlags{}
 	fs := newCmdFlags("record", recordUsage, stdout, stderr)
-	fs.IntVar(&f.pid, "p", 0, "record the running process `PID`")
-	fs.IntVar(&f.pid, "pid", 0, "same as -p")
+	fs.Var(&f.pids, "p", "record the running process `PID`, or several: 1,2,3")
+	fs.Var(&f.pids, "pid", "same as -p `PID`")
 	fs.IntVar(&f.freq, "F", collect.DefaultFreq, "sampling frequency in `Hz` of on-CPU stacks (1 to 20000); an off-CPU stack stands for a quarter period of a thread's time off CPU, at least 1ms")
 	fs.IntVar(&f.freq, "freq", collect.DefaultFreq, "same as -F")
-	fs.StringVar(&f.output, "o", "wallprof.pb.gz", "write the profile to `FILE`")
-	fs.StringVar(&f.output, "output", "wallprof.pb.gz", "same as -o")
-	fs.DurationVar(&f.duration, "duration", 0, "stop after this long, e.g. 30s (default: until Ctrl-C or the target exits)")
-	fs.StringVar(&f.format, "format", "pprof", "output format: pprof (gzipped protobuf) or collapsed (folded stacks, nanoseconds)")
+	fs.StringVar(&f.output, "o", "", "write the profile to `FILE`, '-' for stdout (default wallprof.pb.gz, or wallprof.folded with --format collapsed)")
+	fs.StringVar(&f.output, "output", "", "same as -o")
+	fs.Var(secondsValue{&f.duration}, "duration", "stop after `TIME`: seconds (30) or a duration (30s, 2m) (default: until Ctrl-C or the target exits)")
+	fs.StringVar(&f.format, "format", "", "output format: pprof (gzipped protobuf) or collapsed (folded stacks, nanoseconds) (default: from the -o name, else pprof)")
 	fs.BoolVar(&f.quiet, "q", false, "print nothing but errors")
+	fs.BoolVar(&f.verbose, "v", false, "also print the notes on how the kernel behaved (they are in the profile either way)")
+	fs.BoolVar(&f.stacks, "g", false, "accepted for perf's habit: stacks are always recorded")
+	fs.StringVar(&f.json, "json", "", "also write the summary as JSON (schema "+recordFormat+") to `FILE`, '-' for stdout: for CI and scripts")
 	fs.StringVar(&f.gview, "goroutines", "auto", "the goroutine view of a Go program (its goroutines' time running, runnable and waiting, with wait reasons): auto (when the target is a Go program) or off")
 	fs.StringVar(&f.stats, "bpf-stats", "sampled", "how to measure wallprof's own BPF run time: sampled (the kernel's BPF statistics on 10% of the time, total extrapolated; measured throughout when kernel.bpf_stats_enabled is already 1), full (on all the time: exact, but they cost two clock reads per probe run, about as much as the probes), off")
 	if code, done := fs.parseToArgs(args); done {
@@ -82,13 +157,15 @@ func parseRecordFlags(args []string, stdout, stderr io.Writer) (*recordFlags, []
 	usageError := func(format string, a ...any) (*recordFlags, []string, int) {
 		return nil, nil, fs.usageError(format, a...)
 	}
-	switch {
-	case f.pid != 0 && len(cmd) > 0:
-		return usageError("give either -p PID or -- COMMAND, not both.")
-	case f.pid == 0 && len(cmd) == 0:
+	if len(f.pids) == 0 && len(cmd) == 0 {
 		return usageError("say what to record: -p PID for a running process, or -- COMMAND to launch one.")
-	case f.pid < 0:
-		return usageError("-p %d is not a process ID.", f.pid)
+	}
+	for _, p := range f.pids {
+		if p <= 0 {
+			return usageError("-p %d is not a process ID.", p)
+		}
+	}
+	switch {
 	case f.freq < 1 || f.freq > collect.MaxFreq:
 		return usageError("-F %d is out of range: use 1 to %d Hz.", f.freq, collect.MaxFreq)
 	case f.duration < 0:
@@ -97,8 +174,35 @@ func parseRecordFlags(args []string, stdout, stderr io.Writer) (*recordFlags, []
 		return usageError("unknown --bpf-stats %q: use sampled, full or off.", f.stats)
 	case f.gview != "auto" && f.gview != "off":
 		return usageError("unknown --goroutines %q: use auto or off.", f.gview)
-	case f.format != "pprof" && f.format != "collapsed":
+	case f.format != "" && f.format != "pprof" && f.format != "collapsed":
 		return usageError("unknown --format %q: use pprof or collapsed.", f.format)
+	case f.output == "-" && f.json == "-":
+		return usageError("-o - and --json - would both write to stdout: send one of them to a file.")
+	case f.output == "" && fs.isSet("o"), f.output == "" && fs.isSet("output"):
+		return usageError("-o needs a file name, or '-' for stdout.")
+	}
+	// The format follows the profile's name, as convert's does, unless
+	// --format says; a name and a --format that disagree are a mistake.
+	byName := outputFormat(f.output)
+	if byName != "pprof" && byName != "collapsed" {
+		byName = ""
+	}
+	switch {
+	case f.format != "" && byName != "" && byName != f.format:
+		return usageError("-o %s names a %s file but --format is %s: change one of them.", f.output, byName, f.format)
+	case f.format == "" && byName != "":
+		f.format = byName
+	case f.format == "":
+		f.format = "pprof"
+	}
+	if f.output == "" {
+		f.output = "wallprof.pb.gz"
+		if f.format == "collapsed" {
+			f.output = "wallprof.folded"
+		}
+	}
+	if f.output == "-" && f.format == "pprof" && isTerminal(stdout) {
+		return usageError("-o - would write a binary profile to the terminal: redirect stdout, or use --format collapsed.")
 	}
 	return f, cmd, -1
 }
@@ -112,11 +216,17 @@ func preflight() string {
 		}
 		return err.Error()
 	}
-	if err := linux.CheckKernel(); err != nil {
-		return fmt.Sprintf("%v; upgrade the kernel to record.", err)
-	}
 	if err := linux.CheckBTF(); err != nil {
 		return "this kernel does not expose its BTF type information (/sys/kernel/btf/vmlinux is missing): use a kernel built with CONFIG_DEBUG_INFO_BTF=y."
+	}
+	// What the recorder needs, probed and named; then the kernel's
+	// version for what cannot be probed (sleepable task iterators calling
+	// bpf_copy_from_user_task, 5.18).
+	if err := collect.CheckFeatures(); err != nil {
+		return fmt.Sprintf("%v; upgrade the kernel to record.", err)
+	}
+	if err := linux.CheckKernel(); err != nil {
+		return fmt.Sprintf("%v (for sleepable task iterators and bpf_copy_from_user_task); upgrade the kernel to record.", err)
 	}
 	return ""
 }
@@ -147,37 +257,47 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return fail("command not found: %s.", cmdArgs[0])
 		}
 		cmdPath = p
-	} else if !linux.ProcessExists(f.pid) {
-		return fail("no process with PID %d is running.", f.pid)
 	}
-	// The output file is created before recording, beside its final name,
-	// and renamed when complete: a path that cannot be written fails now,
-	// and a failed run leaves no half-written profile.
-	out, err := outfile.Create(f.output)
+	for _, pid := range f.pids {
+		if !linux.ProcessExists(pid) {
+			return fail("no process with PID %d is running.", pid)
+		}
+	}
+	// The output files are created before recording, beside their final
+	// names, and renamed when complete: a path that cannot be written
+	// fails now, and a failed run leaves no half-written profile.
+	out, err := createOutput(f.output, stdout)
 	if err != nil {
 		return fail("cannot write the profile to %s: %v.", f.output, errors.Unwrap(err))
 	}
 	defer out.Abandon()
+	var summary profileOut
+	if f.json != "" {
+		if summary, err = createOutput(f.json, stdout); err != nil {
+			return fail("cannot write the summary to %s: %v.", f.json, errors.Unwrap(err))
+		}
+		defer summary.Abandon()
+	}
 
-	c := &recorder{flags: f, stderr: stderr, status: isTerminal(stderr) && !f.quiet}
-	if cmdPath != "" {
+	c := &recorder{flags: f, stderr: stderr, status: isTerminal(stderr) && !f.quiet, cmdExit: -1}
+	switch {
+	case cmdPath != "" && len(f.pids) > 0:
+		code = c.attachWhile(ctx, cmdPath, cmdArgs)
+	case cmdPath != "":
 		code = c.launch(ctx, cmdPath, cmdArgs)
-	} else {
-		code = c.attach(ctx, f.pid)
+	default:
+		code = c.attach(ctx)
 	}
 	if code != exitOK {
 		return code
 	}
-	return c.finish(out)
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
+	if code := c.finish(out, summary); code != exitOK {
+		return code
 	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	if c.cmdExit >= 0 {
+		return c.cmdExit
+	}
+	return exitOK
 }
 
 // recorder is one 'wallprof record' run: its flags, what it tells the
@@ -187,6 +307,29 @@ type recorder struct {
 	stderr io.Writer
 	status bool
 	rec    *record.Recording
+	// why is what stopped the recording; cmdExit the exit status of a
+	// command that ended before the recording stopped, or -1.
+	why     stopReason
+	cmdExit int
+	written int64 // bytes of profile written
+}
+
+// cmdStdout is where a command's stdout goes: wallprof's own, unless
+// wallprof writes its output there.
+func (c *recorder) cmdStdout() *os.File {
+	if c.flags.output == "-" || c.flags.json == "-" {
+		return os.Stderr
+	}
+	return os.Stdout
+}
+
+// exitStatus is a finished command's status as a shell gives it: its exit
+// code, or 128+N when signal N killed it.
+func exitStatus(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
 }
 
 // options are the recording's options as the flags give them.
@@ -224,29 +367,130 @@ func (c *recorder) openError(err error) int {
 	return exitError
 }
 
-// attach records an already running process.
-func (c *recorder) attach(ctx context.Context, pid int) int {
-	rec, err := record.Start(pid, c.options())
+// startPIDs starts recording the processes of -p.
+func (c *recorder) startPIDs() int {
+	pids := c.flags.pids
+	rec, err := record.StartPIDs(pids, c.options())
 	if errors.Is(err, record.ErrExited) {
-		fmt.Fprintf(c.stderr, "wallprof record: process %d exited before recording started.\n", pid)
+		fmt.Fprintf(c.stderr, "wallprof record: %v.\n", err)
 		return exitError
 	} else if err != nil {
 		return c.openError(err)
 	}
 	c.rec = rec
-	exited := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		_ = linux.WaitExit(pid, done)
-		close(exited)
-	}()
-	c.started(fmt.Sprintf("process %d (%s)", pid, rec.Command()))
-	why := c.wait(ctx, exited)
-	close(done)
-	if why == stopExited {
-		rec.Note("target process %d exited during the recording", pid)
+	return exitOK
+}
+
+// targets names the processes of -p for the user.
+func (c *recorder) targets() string {
+	if len(c.flags.pids) == 1 {
+		return fmt.Sprintf("process %d (%s)", c.flags.pids[0], c.rec.Command())
 	}
+	return fmt.Sprintf("processes %s", c.rec.Command())
+}
+
+// exitWatch watches processes exit.
+type exitWatch struct {
+	all  chan struct{} // closed when every one has exited
+	mu   sync.Mutex
+	gone map[int]bool
+}
+
+// watchExit watches pids until they have all exited, or done is closed.
+func watchExit(pids []int, done <-chan struct{}) *exitWatch {
+	w := &exitWatch{all: make(chan struct{}), gone: map[int]bool{}}
+	var wg sync.WaitGroup
+	for _, pid := range pids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = linux.WaitExit(pid, done)
+			select {
+			case <-done:
+			default:
+				w.mu.Lock()
+				w.gone[pid] = true
+				w.mu.Unlock()
+			}
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(w.all)
+	}()
+	return w
+}
+
+// noteExited notes the processes of -p that exited during the recording.
+func (c *recorder) noteExited(w *exitWatch) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, pid := range c.flags.pids {
+		if w.gone[pid] {
+			c.rec.Note("target process %d exited during the recording", pid)
+		}
+	}
+}
+
+// attach records already running processes.
+func (c *recorder) attach(ctx context.Context) int {
+	if code := c.startPIDs(); code != exitOK {
+		return code
+	}
+	done := make(chan struct{})
+	exits := watchExit(c.flags.pids, done)
+	c.started(c.targets())
+	c.why = c.wait(ctx, exits.all, nil)
+	close(done)
+	c.noteExited(exits)
 	return c.stop()
+}
+
+// attachWhile records the processes of -p while a command runs, as
+// 'perf record -p PID -- sleep 10' does: the command is the timer, and is
+// not recorded.
+func (c *recorder) attachWhile(ctx context.Context, path string, args []string) int {
+	if code := c.startPIDs(); code != exitOK {
+		return code
+	}
+	cmd := exec.Command(path, args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, c.cmdStdout(), os.Stderr
+	if err := cmd.Start(); err != nil {
+		c.rec.Close()
+		fmt.Fprintf(c.stderr, "wallprof record: cannot start %s: %v.\n", path, err)
+		return exitError
+	}
+	c.started(fmt.Sprintf("%s while %q runs", c.targets(), strings.Join(args, " ")))
+	cmdDone := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(cmdDone)
+	}()
+	done := make(chan struct{})
+	exits := watchExit(c.flags.pids, done)
+	c.why = c.wait(ctx, exits.all, cmdDone)
+	close(done)
+	c.noteExited(exits)
+	code := c.stop()
+	if c.why == stopCommand {
+		c.cmdExit = exitStatus(cmd.ProcessState)
+		c.rec.Note("command %s: %v", filepath.Base(path), cmd.ProcessState)
+	} else {
+		endCommand(cmd, cmdDone)
+	}
+	return code
+}
+
+// endCommand sends a command SIGTERM, and SIGKILL 5 s later, and waits for
+// it to end (done closes when it has).
+func endCommand(cmd *exec.Cmd, done <-chan struct{}) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
 }
 
 // launch starts a command under the recorder. The command is held at a gate
@@ -260,7 +504,7 @@ func (c *recorder) launch(ctx context.Context, path string, args []string) int {
 	}
 	script := `read -r _ <&3; exec 3<&-; exec "$0" "$@"`
 	cmd := exec.Command("/bin/sh", append([]string{"-c", script, path}, args[1:]...)...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, c.cmdStdout(), os.Stderr
 	cmd.ExtraFiles = []*os.File{gateR}
 	if err := cmd.Start(); err != nil {
 		gateR.Close()
@@ -295,19 +539,15 @@ func (c *recorder) launch(ctx context.Context, path string, args []string) int {
 		waitErr = cmd.Wait()
 		close(exited)
 	}()
-	why := c.wait(ctx, exited)
-	if why != stopExited {
+	c.why = c.wait(ctx, exited, nil)
+	if c.why != stopExited {
 		// Stop recording first so the profile is complete, then end the command.
 		code := c.stop()
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
+		endCommand(cmd, exited)
 		return code
 	}
+	c.why = stopCommand
+	c.cmdExit = exitStatus(cmd.ProcessState)
 	if waitErr != nil {
 		rec.Note("command %s: %v", filepath.Base(path), waitErr)
 	}
@@ -334,14 +574,19 @@ func (c *recorder) started(what string) {
 type stopReason int
 
 const (
-	stopSignal stopReason = iota
-	stopDuration
-	stopExited
+	stopSignal   stopReason = iota
+	stopDuration            // --duration
+	stopExited              // the targets exited
+	stopCommand             // the command of -p PID -- COMMAND, or the launched one, exited
 )
+
+func (r stopReason) String() string {
+	return [...]string{"signal", "duration", "exited", "command"}[r]
+}
 
 // wait blocks until the recording should stop, showing a status line on a
 // terminal.
-func (c *recorder) wait(ctx context.Context, exited <-chan struct{}) stopReason {
+func (c *recorder) wait(ctx context.Context, exited, cmdDone <-chan struct{}) stopReason {
 	var timeout <-chan time.Time
 	if c.flags.duration > 0 {
 		t := time.NewTimer(c.flags.duration)
@@ -370,6 +615,8 @@ func (c *recorder) wait(ctx context.Context, exited <-chan struct{}) stopReason 
 			return stopDuration
 		case <-exited:
 			return stopExited
+		case <-cmdDone:
+			return stopCommand
 		case <-ticks:
 			n, lost := c.rec.Counts()
 			fmt.Fprintf(c.stderr, "\r\033[Kwallprof: recording %s · %d samples · %d lost · Ctrl-C to stop",
@@ -387,7 +634,7 @@ func (c *recorder) stop() int {
 	return exitOK
 }
 
-func (c *recorder) finish(out *outfile.File) int {
+func (c *recorder) finish(out, summary profileOut) int {
 	p, err := c.rec.Profile()
 	if err != nil {
 		fmt.Fprintf(c.stderr, "wallprof record: %v.\n", err)
@@ -400,26 +647,55 @@ func (c *recorder) finish(out *outfile.File) int {
 	if !c.flags.quiet {
 		c.summary(p)
 	}
+	if summary != nil {
+		s := newRecordSummary(p, c.flags.pids, c.flags.output, c.flags.format, c.written, c.flags.freq, c.why.String())
+		if c.cmdExit >= 0 {
+			s.CommandExit = &c.cmdExit
+		}
+		if err := writeJSON(summary, s); err == nil {
+			err = summary.Commit()
+		}
+		if err != nil {
+			fmt.Fprintf(c.stderr, "wallprof record: cannot write the summary to %s: %v.\n", c.flags.json, err)
+			return exitError
+		}
+	}
 	return exitOK
 }
 
-func (c *recorder) write(out *outfile.File, p *profile.Profile) error {
+func (c *recorder) write(out profileOut, p *profile.Profile) error {
+	w := &countWriter{w: out}
 	var err error
 	if c.flags.format == "collapsed" {
-		err = present.WriteCollapsed(out, p, present.CollapsedOptions{})
+		err = present.WriteCollapsed(w, p, present.CollapsedOptions{})
 	} else {
-		err = present.WritePprof(out, p)
+		err = present.WritePprof(w, p)
 	}
 	if err != nil {
 		return err
 	}
+	c.written = w.n
 	return out.Commit()
+}
+
+// countWriter counts the bytes written through it.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 func (c *recorder) summary(p *profile.Profile) {
 	w := c.stderr
 	for _, n := range c.rec.Notes() {
-		fmt.Fprintf(w, "wallprof: %s\n", n)
+		if c.flags.verbose || !kernelNote(n) {
+			fmt.Fprintf(w, "wallprof: %s\n", n)
+		}
 	}
 	nsamples := 0
 	for _, t := range p.Threads {
@@ -445,26 +721,47 @@ func (c *recorder) summary(p *profile.Profile) {
 			fmt.Fprintf(w, "wallprof: warning: %s\n", warn)
 		}
 	}
-	if c := p.Cost; c != nil && c.BPFStatsShare > 0 {
-		est := ""
-		if c.BPFStatsShare < 0.999 {
-			est = fmt.Sprintf(", estimated from the %.0f%% of the time it was measured", 100*c.BPFStatsShare)
+	if c := p.Cost; c != nil {
+		// A target that hardly ran (a kernel thread, an idle process)
+		// makes a share of its CPU meaningless: say how little it ran.
+		share := func(d time.Duration, of string) string {
+			if c.TargetCPU < minShareCPU {
+				return ""
+			}
+			return fmt.Sprintf(" (%s%s)", pct(d, c.TargetCPU), of)
 		}
-		fmt.Fprintf(w, "wallprof: cost: profiler CPU %s while recording (%s of target CPU), BPF %s (%s) in %d program runs%s; %s of CPU to start\n",
-			c.ProfilerCPU.Round(time.Microsecond), pct(c.ProfilerCPU, c.TargetCPU),
-			c.BPFRunTime.Round(time.Microsecond), pct(c.BPFRunTime, c.TargetCPU), c.BPFRunCount, est,
-			c.StartupCPU.Round(time.Millisecond))
-	} else if c != nil {
-		fmt.Fprintf(w, "wallprof: cost: profiler CPU %s while recording (%s of target CPU), BPF run time not measured; %s of CPU to start\n",
-			c.ProfilerCPU.Round(time.Microsecond), pct(c.ProfilerCPU, c.TargetCPU), c.StartupCPU.Round(time.Millisecond))
+		bpf := "BPF run time not measured"
+		if c.BPFStatsShare > 0 {
+			est := ""
+			if c.BPFStatsShare < 0.999 {
+				est = fmt.Sprintf(", estimated from the %.0f%% of the time it was measured", 100*c.BPFStatsShare)
+			}
+			bpf = fmt.Sprintf("BPF %s%s in %d program runs%s", c.BPFRunTime.Round(time.Microsecond), share(c.BPFRunTime, ""), c.BPFRunCount, est)
+		}
+		little := ""
+		if c.TargetCPU < minShareCPU {
+			little = fmt.Sprintf("; the target used %s of CPU, too little for a share", c.TargetCPU.Round(time.Microsecond))
+		}
+		fmt.Fprintf(w, "wallprof: cost: profiler CPU %s while recording%s, %s; %s of CPU to start%s\n",
+			c.ProfilerCPU.Round(time.Microsecond), share(c.ProfilerCPU, " of target CPU"), bpf, c.StartupCPU.Round(time.Millisecond), little)
 	}
-	size := int64(0)
-	if fi, err := os.Stat(c.flags.output); err == nil {
-		size = fi.Size()
+	name := c.flags.output
+	if name == "-" {
+		name = "the profile to stdout"
 	}
 	fmt.Fprintf(w, "wallprof: wrote %s (%s, %d bytes) %s after the recording ended; peak memory %d MiB\n",
-		c.flags.output, c.flags.format, size, time.Since(c.rec.Stopped()).Round(time.Millisecond), linux.MaxRSS()>>20)
+		name, c.flags.format, c.written, time.Since(c.rec.Stopped()).Round(time.Millisecond), linux.MaxRSS()>>20)
 }
+
+// kernelNote reports whether a note is about the kernel's own quirks:
+// they are in the profile, and printed with -v.
+func kernelNote(n string) bool {
+	return strings.HasPrefix(n, "the kernel switched a recorded thread") || strings.HasPrefix(n, "the kernel did not report")
+}
+
+// minShareCPU is the target CPU time under which wallprof's cost is not
+// given as a share of it.
+const minShareCPU = 10 * time.Millisecond
 
 func pct(a, b time.Duration) string {
 	if b <= 0 {

@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 
 	"github.com/wallprof/wallprof/internal/present"
-	"github.com/wallprof/wallprof/internal/profile"
 )
 
 func init() {
@@ -21,7 +18,9 @@ const reportUsage = `Usage: wallprof report [flags] FILE
 Prints the recording's totals by state, lost events and wallprof's own cost,
 the top functions by wall, on-CPU and off-CPU time (flat and cumulative), and
 a per-thread table (wall, on-CPU %, runnable %, blocked % by kind). FILE is a
-profile written by 'wallprof record' or any pprof file.
+profile written by 'wallprof record' or any pprof file, '-' for stdin, the
+URL of a pprof endpoint (http://host:6060/debug/pprof/profile?seconds=10),
+or anything 'wallprof convert' reads (perf script, collapsed stacks, ...).
 
 --goroutines prints, for a Go program, its goroutine groups (by creation
 site): how many goroutines, their time, and its share running, runnable and
@@ -31,8 +30,9 @@ groups.
 
 --tree, --threads and --states select views instead: the header, then the
 selected views, plus the top functions if --top is given. --focus, --ignore
-and --hide filter the samples as pprof's options of the same names do; the
-measured per-thread totals are not filtered. --json always holds the header,
+and --hide filter the samples as pprof's options of the same names do, and
+--tagfocus and --tagignore by their labels (state=runnable); the measured
+per-thread totals are not filtered. --json always holds the header,
 states, top functions and threads, and the tree with --tree.
 
 Flags:
@@ -50,6 +50,8 @@ func runReport(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	ignore := fs.String("ignore", "", "drop samples with a frame matching this regexp")
 	hide := fs.String("hide", "", "remove frames matching this regexp from the stacks")
 	gview := fs.Bool("goroutines", false, "Go programs: goroutine groups (by creation site) with their count and their time running, runnable and waiting by wait reason")
+	tagfocus := fs.String("tagfocus", "", "keep only samples with a label matching this, as pprof's -tagfocus: state=runnable, thread=worker, tid=1234, wait_reason='chan receive' (a regexp, or numbers and ranges lo:hi for pid, tid and goid)")
+	tagignore := fs.String("tagignore", "", "drop samples with a label matching this, as pprof's -tagignore: state=sleeping")
 	focusG := fs.String("focus-goroutines", "", "with --goroutines: only the groups whose creator or goroutine function matches this regexp")
 	if code, done := fs.parse(args); done {
 		return code
@@ -60,6 +62,18 @@ func runReport(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	filter, err := present.CompileFilter(*focus, *ignore, *hide)
 	if err != nil {
 		return fs.usageError("%v.", err)
+	}
+	var tagFocus, tagIgnore *tagFilter
+	for _, t := range []struct {
+		flag, val string
+		f         **tagFilter
+	}{{"tagfocus", *tagfocus, &tagFocus}, {"tagignore", *tagignore, &tagIgnore}} {
+		if t.val == "" {
+			continue
+		}
+		if *t.f, err = parseTagFilter(t.val); err != nil {
+			return fs.usageError("--%s: %v.", t.flag, err)
+		}
 	}
 	topSet := fs.isSet("top")
 	opt := present.ReportOptions{
@@ -74,6 +88,9 @@ func runReport(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	p, err := readProfileFor("report", path, stderr)
 	if err != nil {
 		return exitError
+	}
+	if tagFocus != nil || tagIgnore != nil {
+		filterByTags(p, tagFocus, tagIgnore)
 	}
 	if *gview || *focusG != "" {
 		var re *regexp.Regexp
@@ -98,23 +115,4 @@ func runReport(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	return exitOK
-}
-
-// readProfileFor reads a profile file for command cmd, printing the one
-// sentence that says what is wrong when it cannot.
-func readProfileFor(cmd, path string, stderr io.Writer) (*profile.Profile, error) {
-	p, err := present.ReadProfileFile(path)
-	if err == nil {
-		return p, nil
-	}
-	var fe *present.FormatError
-	switch {
-	case errors.As(err, &fe):
-		fmt.Fprintf(stderr, "wallprof %s: %v.\n", cmd, err)
-	case errors.Is(err, os.ErrNotExist):
-		fmt.Fprintf(stderr, "wallprof %s: %s does not exist.\n", cmd, path)
-	default:
-		fmt.Fprintf(stderr, "wallprof %s: cannot read %s: %v.\n", cmd, path, err)
-	}
-	return nil, err
 }

@@ -1,10 +1,11 @@
+//go:build linux && amd64
+
 package main
 
 import (
 	"bytes"
 	"context"
 	"debug/buildinfo"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -830,10 +831,4 @@ func (inv *investigation) traceSection(trace <-chan error) {
 // write leaves no half file.
 func writeFile(path string, write func(io.Writer) error) error {
 	return outfile.Write(path, write)
-}
-
-func writeJSON(w io.Writer, v any) error {
-	e := json.NewEncoder(w)
-	e.SetIndent("", "  ")
-	return e.Encode(v)
 }

@@ -30,7 +30,7 @@ var schemaDir = filepath.Join("..", "..", "doc", "schemas")
 // schemaIDs are the ids of every JSON output.
 var schemaIDs = []string{
 	present.ReportFormat, present.DiffFormat, present.GoroutinesFormat,
-	load.Format, gctrace.Format, escapes.Format, runreport.Format, dump.Format,
+	load.Format, gctrace.Format, escapes.Format, runreport.Format, dump.Format, recordFormat,
 }
 
 func schemaFile(id string) string { return strings.ReplaceAll(id, "/", ".") + ".json" }
@@ -175,6 +175,15 @@ func schemaOutputs(t *testing.T) map[string][]byte {
 		t.Fatal(err)
 	}
 	out["runreport.WriteJSON"] = bytes.Clone(b.Bytes())
+
+	b.Reset()
+	status := 3
+	sum := newRecordSummary(smallProfile(time.Second, 1), nil, "-", "pprof", 1234, 99, "command")
+	sum.CommandExit = &status
+	if err := writeJSON(&b, sum); err != nil {
+		t.Fatal(err)
+	}
+	out["record --json"] = bytes.Clone(b.Bytes())
 
 	goldens, _ := filepath.Glob(filepath.Join("..", "..", "internal", "present", "testdata", "*.json"))
 	more, _ := filepath.Glob(filepath.Join(logs, "*.json"))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/google/pprof/driver"
 	pprof "github.com/google/pprof/profile"
+
+	"github.com/wallprof/wallprof/internal/present"
 )
 
 func init() {
@@ -25,13 +28,17 @@ func init() {
 // defaultViewAddr binds the web UI to the loopback interface, on a free port.
 const defaultViewAddr = "localhost:0"
 
-const viewUsage = `Usage: wallprof view [flags] FILE
+const viewUsage = `Usage: wallprof view [flags] FILE [-- PPROF-FLAGS...]
 
 Serves google/pprof's web UI (flame graph, top, graph, source, peek) for
-FILE, a profile written by 'wallprof record' or any pprof file, and prints
-its URL. It listens on localhost unless --http names another address, opens
-a browser when one is available (a graphical session with xdg-open), and
-runs until Ctrl-C. The wall sample type is shown first when the file has one.
+FILE, a profile written by 'wallprof record' or any pprof file ('-' for
+stdin, the URL of a pprof endpoint, or anything 'wallprof convert' reads),
+and prints its URL. It listens on localhost unless --http names another
+address, opens a browser when one is available (a graphical session with
+xdg-open), and runs until Ctrl-C. The wall sample type is shown first when
+the file has one. Flags after -- go to pprof's driver as they are:
+
+  wallprof view app.pb.gz -- -tagfocus=state=runnable -sample_index=cpu
 
 Flags:
 `
@@ -40,6 +47,14 @@ func runView(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newCmdFlags("view", viewUsage, stdout, stderr)
 	addr := fs.String("http", defaultViewAddr, "serve the web UI on this host:port (port 0: a free one)")
 	noBrowser := fs.Bool("no-browser", false, "do not open a browser, only print the URL")
+	// What follows "--" is pprof's own flags, passed to its driver.
+	var pprofFlags []string
+	for i, a := range args {
+		if a == "--" {
+			args, pprofFlags = args[:i], args[i+1:]
+			break
+		}
+	}
 	if code, done := fs.parse(args); done {
 		return code
 	}
@@ -54,13 +69,15 @@ func runView(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		host = "localhost"
 	}
 	path := fs.Arg(0)
-	// Read it ourselves first, for wallprof's one-sentence errors.
-	if _, err := readProfileFor("view", path, stderr); err != nil {
+	// Read it ourselves first, for wallprof's one-sentence errors, and
+	// any format convert reads.
+	in, err := readInputFor("view", path, stderr)
+	if err != nil {
 		return exitError
 	}
-	pp, err := parsePprofFile(path)
+	pp, err := in.pprofProfile()
 	if err != nil {
-		fmt.Fprintf(stderr, "wallprof view: cannot read %s: %v.\n", path, err)
+		fmt.Fprintf(stderr, "wallprof view: cannot read %s: %v.\n", inputName(path), err)
 		return exitError
 	}
 	s := &viewServer{
@@ -76,6 +93,10 @@ func runView(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else if n := len(pp.SampleType); n > 0 {
 		flags = append(flags, "-sample_index="+pp.SampleType[n-1].Type)
 	}
+	// The filters too, for the same reason, then pprof's flags after ours:
+	// the last of a flag given twice wins.
+	flags = append(flags, "-focus=", "-ignore=", "-hide=", "-show=", "-tagfocus=", "-tagignore=")
+	flags = append(flags, pprofFlags...)
 	err = driver.PProf(&driver.Options{
 		Flagset:    newInjectedFlags(append(flags, path)),
 		Fetch:      profileFetcher{path: path, p: pp},
@@ -89,13 +110,18 @@ func runView(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-func parsePprofFile(path string) (*pprof.Profile, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
+// pprofProfile is the input as pprof's driver takes it: the pprof file as
+// it was, or the profile converted from another format.
+func (in *input) pprofProfile() (*pprof.Profile, error) {
+	data := in.pprof
+	if data == nil {
+		var b bytes.Buffer
+		if err := present.WritePprof(&b, in.p); err != nil {
+			return nil, err
+		}
+		data = b.Bytes()
 	}
-	defer f.Close()
-	return pprof.Parse(f)
+	return pprof.ParseData(data)
 }
 
 func hasSampleType(p *pprof.Profile, name string) bool {

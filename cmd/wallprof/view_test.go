@@ -83,6 +83,12 @@ func (w *lineWriter) Write(b []byte) (int, error) {
 // the URL it printed, its exit code channel, its stderr and a stop function.
 func startView(t *testing.T, path string) (url string, code chan int, stderr *syncBuffer, stop func()) {
 	t.Helper()
+	return startViewArgs(t, path)
+}
+
+// startViewArgs is startView with more arguments after --http.
+func startViewArgs(t *testing.T, args ...string) (url string, code chan int, stderr *syncBuffer, stop func()) {
+	t.Helper()
 	t.Setenv("DISPLAY", "") // never open a browser from a test
 	t.Setenv("WAYLAND_DISPLAY", "")
 	t.Setenv("HOME", t.TempDir()) // pprof must not write anything of ours there
@@ -91,7 +97,7 @@ func startView(t *testing.T, path string) (url string, code chan int, stderr *sy
 	stdout := &lineWriter{lines: make(chan string, 4)}
 	stderr = &syncBuffer{}
 	code = make(chan int, 1)
-	go func() { code <- runView(ctx, []string{"--http", "127.0.0.1:0", path}, stdout, stderr) }()
+	go func() { code <- runView(ctx, append([]string{"--http", "127.0.0.1:0"}, args...), stdout, stderr) }()
 	select {
 	case url = <-stdout.lines:
 	case c := <-code:

@@ -95,6 +95,9 @@ type Result struct {
 	Skipped          int
 	FirstSkipped     string
 	FirstSkippedLine int
+	// Warnings say what the input lacks and how to get it (also in the
+	// profile's notes), e.g. the perf script fields to add.
+	Warnings []string
 }
 
 // SkippedMessage says which lines were skipped, or "" when none were:

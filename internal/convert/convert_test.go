@@ -213,3 +213,62 @@ func TestCollapsedConventions(t *testing.T) {
 		t.Errorf("pprof round trip: %v, format %v", err, back)
 	}
 }
+
+// perf script -F +pid right-aligns the command name, so that event lines
+// are indented like frames; they are events all the same. Without ip in
+// its -F fields perf prints no call chain, and the conversion says which
+// fields to ask for. (Lines from 'perf record -e sched:sched_switch -g'
+// of a shell that computes and sleeps, on Linux 6.18.)
+func TestPerfIndentedEvents(t *testing.T) {
+	noChains := `              sh 23740/23740 [001]  9301.814679: sched:sched_switch: prev_comm=sh prev_pid=23740 prev_prio=120 prev_state=R ==> next_comm=kworker/1:0 next_pid=4552 next_prio=120
+              sh 23740/23740 [001]  9301.888348: sched:sched_switch: prev_comm=sh prev_pid=23740 prev_prio=120 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
+           sleep 23742/23742 [000]  9301.889378: sched:sched_switch: prev_comm=sleep prev_pid=23742 prev_prio=120 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120
+         swapper     0/0     [001]  9302.344700: sched:sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=sh next_pid=23740 next_prio=120
+`
+	if f, ok := Detect([]byte(noChains)); !ok || f != Perf {
+		t.Fatalf("Detect = %q, %v; want perf", f, ok)
+	}
+	r, err := Import([]byte(noChains), "", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Skipped != 0 || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "no event had a call chain") ||
+		!strings.Contains(r.Warnings[0], "-F +pid,+ip,+sym,+dso") {
+		t.Errorf("skipped %d (%q), warnings %q", r.Skipped, r.FirstSkipped, r.Warnings)
+	}
+	// sh slept from 9301.888348 to its switch-in at 9302.344700.
+	var sleeping int64
+	for _, s := range r.Profile.Samples {
+		if s.TID == 23740 && s.PID == 23740 && s.State == profile.Sleeping {
+			sleeping += s.Value
+		}
+	}
+	if want := int64(456352000); sleeping < want-1000 || sleeping > want+1000 {
+		t.Errorf("sh slept %dns, want %d", sleeping, want)
+	}
+
+	withChains := `              sh 23740/23740 [001]  9301.888348: sched:sched_switch: prev_comm=sh prev_pid=23740 prev_prio=120 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
+	ffffffff82265488 __schedule ([kernel.kallsyms])
+	ffffffff82265df3 schedule ([kernel.kallsyms])
+	ffffffff8226a1b5 do_nanosleep ([kernel.kallsyms])
+	          0e64d3 clock_nanosleep@GLIBC_2.2.5 (/usr/lib/x86_64-linux-gnu/libc.so.6)
+
+         swapper     0/0     [001]  9302.344700: sched:sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=sh next_pid=23740 next_prio=120
+	ffffffff82265488 __schedule ([kernel.kallsyms])
+
+`
+	r, err = Import([]byte(withChains), "", Options{PIDs: []int{23740}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Skipped != 0 || len(r.Warnings) != 0 || len(r.Profile.Samples) != 1 || len(r.Profile.Samples[0].Stack) != 4 {
+		t.Errorf("skipped %d (%q), warnings %q, samples %d", r.Skipped, r.FirstSkipped, r.Warnings, len(r.Profile.Samples))
+	}
+
+	// Without PIDs, --pid cannot tell the processes: say which fields.
+	noPID := strings.ReplaceAll(strings.ReplaceAll(withChains, "23740/23740", "23740"), "0/0    ", "0")
+	r, _ = Import([]byte(noPID), "", Options{PIDs: []int{23740}})
+	if r == nil || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "--pid could not tell") {
+		t.Errorf("without PIDs: warnings %v", r.Warnings)
+	}
+}

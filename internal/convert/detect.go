@@ -85,6 +85,8 @@ func scoreLine(score *[6]int, line string) {
 	case indented:
 		if _, ok := parsePerfFrame(t); ok && strings.HasSuffix(t, ")") {
 			score[perf]++
+		} else if _, ok := parsePerfHeader(t); ok {
+			score[perf] += 3 // perf script -F right-aligns the command name
 		} else if _, _, ok := parsePtPmpLine(t); ok && !strings.Contains(t, ";") {
 			score[ptpmp]++
 		} else if _, _, ok := parseCollapsedLine(t); ok {

@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -255,6 +256,8 @@ type perfParser struct {
 	pending   map[int]*pending
 	pids      map[int]int // tid -> pid, when perf printed it
 	noPID     bool
+	events    int // events read
+	noStack   int // events without a call chain
 	first     float64
 	last      float64
 	seenTime  bool
@@ -299,6 +302,12 @@ func parsePerf(data []byte, opt Options) *Result {
 			flush()
 		case strings.HasPrefix(line, "#"):
 			// perf script --header comments.
+		case (line[0] == ' ' || line[0] == '\t') && perfIndentedHeader(line):
+			// perf script -F pads the command name: the header is
+			// indented like a frame.
+			e, _ := parsePerfHeader(strings.TrimSpace(line))
+			flush()
+			ev, inEvent = e, true
 		case line[0] == ' ' || line[0] == '\t':
 			f, ok := parsePerfFrame(line)
 			if !ok || !inEvent {
@@ -331,8 +340,29 @@ func (pp *perfParser) thread(tid int, comm string) threadKey {
 	return threadKey{PID: pp.pids[tid], TID: tid, Name: comm}
 }
 
+// perfScriptFields is the perf script command line that prints what the
+// conversion needs: with -F, perf prints call chains only when ip is among
+// the fields.
+const perfScriptFields = "'perf script -F +pid,+ip,+sym,+dso' (with -F, perf prints call chains only when ip is among the fields)"
+
+// perfIndentedHeader reports whether an indented line is an event header
+// (perf script -F right-aligns the command name in 16 columns) rather than
+// a callchain frame.
+func perfIndentedHeader(line string) bool {
+	t := strings.TrimSpace(line)
+	if _, ok := parsePerfFrame(t); ok && strings.HasSuffix(t, ")") {
+		return false
+	}
+	_, ok := parsePerfHeader(t)
+	return ok
+}
+
 // event handles one parsed event and its callchain.
 func (pp *perfParser) event(e perfEvent, stack []frame) {
+	pp.events++
+	if len(stack) == 0 {
+		pp.noStack++
+	}
 	if !pp.seenTime || e.time < pp.first {
 		pp.first = e.time
 	}
@@ -459,8 +489,26 @@ func (pp *perfParser) finish() {
 		b.lost("switch-in-not-seen", pp.unmatched)
 		b.note("%d switch-outs had no switch-in in the input (perf records a per-thread event only in the thread's own context; record with -a to see every switch-in): their off-CPU time is left out", pp.unmatched)
 	}
+	if pp.noStack > 0 {
+		what := fmt.Sprintf("%d of %d events had no call chain", pp.noStack, pp.events)
+		if pp.noStack == pp.events {
+			what = "no event had a call chain"
+		}
+		w := fmt.Sprintf("%s: record with 'perf record -g', and run %s", what, perfScriptFields)
+		b.note("%s", w)
+		if pp.noStack*10 >= pp.events {
+			// A perf script without call chains, rather than the odd
+			// event whose chain the kernel could not take.
+			pp.r.Warnings = append(pp.r.Warnings, w)
+		}
+	}
 	if pp.noPID {
-		b.note("perf script printed thread IDs without process IDs (add -F +pid): process IDs are 0")
+		w := "perf script printed thread IDs without process IDs: process IDs are 0; run " + perfScriptFields
+		if len(pp.opt.PIDs) > 0 {
+			w = "perf script printed thread IDs without process IDs, so --pid could not tell the processes; run " + perfScriptFields
+		}
+		b.note("%s", w)
+		pp.r.Warnings = append(pp.r.Warnings, w)
 	}
 	var kinds []string
 	for k := range pp.ignored {

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestParseStat(t *testing.T) {
@@ -239,10 +241,18 @@ func TestReadTaskCounters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Burn some CPU and sleep a few times on this thread: its CPU time and
-	// its voluntary switches must grow.
-	deadline := time.Now().Add(20 * time.Millisecond)
-	for time.Now().Before(deadline) {
+	// Burn 20 ms of this thread's CPU time (its own CPU clock, not the
+	// wall clock: on busy CPUs 20 ms of wall time may be 5 ms of CPU) and
+	// sleep a few times on this thread: its CPU time and its voluntary
+	// switches must grow.
+	threadCPU := func() time.Duration {
+		var ts unix.Timespec
+		if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(ts.Nano())
+	}
+	for start := threadCPU(); threadCPU()-start < 20*time.Millisecond; {
 	}
 	for range 3 {
 		time.Sleep(time.Millisecond)

@@ -2,6 +2,7 @@ package outfile
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -91,5 +92,58 @@ func TestAbandon(t *testing.T) {
 	f.Abandon()
 	if names := entries(t, dir); len(names) != 0 {
 		t.Errorf("directory holds %q after Abandon", names)
+	}
+}
+
+// The exact path is checked at Create, not at Commit: a directory, or a
+// file that cannot be written, fails at once.
+func TestCreateChecksPath(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Create(dir); err == nil || !strings.Contains(err.Error(), "is a directory") {
+		t.Errorf("Create(directory): err %v, want 'is a directory'", err)
+	}
+	ro := filepath.Join(dir, "ro.txt")
+	if err := os.WriteFile(ro, []byte("x"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() != 0 { // root writes read-only files
+		if _, err := Create(ro); !errors.Is(err, os.ErrPermission) {
+			t.Errorf("Create(read-only file): err %v, want permission denied", err)
+		}
+	}
+	if names := entries(t, dir); len(names) != 1 {
+		t.Errorf("directory holds %q after failed Creates", names)
+	}
+}
+
+// Temporary files of the same name whose process is gone (kill -9) are
+// removed; those of running processes and of other names are kept.
+func TestCreateRemovesStale(t *testing.T) {
+	dir := t.TempDir()
+	gone := ".out.txt.999999999.123.tmp"    // no such PID
+	alive := ".out.txt.1.456.tmp"           // init runs
+	other := ".other.txt.999999999.789.tmp" // another file's
+	odd := ".out.txt.notapid.tmp"           // not ours
+	for _, n := range []string{gone, alive, other, odd} {
+		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := Create(filepath.Join(dir, "out.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Abandon()
+	names := strings.Join(entries(t, dir), " ")
+	if strings.Contains(names, gone) {
+		t.Errorf("stale %s kept: %s", gone, names)
+	}
+	for _, n := range []string{alive, other, odd} {
+		if !strings.Contains(names, n) {
+			t.Errorf("%s removed: %s", n, names)
+		}
+	}
+	if !strings.Contains(names, fmt.Sprintf(".out.txt.%d.", os.Getpid())) {
+		t.Errorf("own temporary file not named after the PID: %s", names)
 	}
 }

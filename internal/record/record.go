@@ -5,7 +5,7 @@
 //
 // The sequence, from a PID to the BPF maps:
 //
-//	Start(pid, Options)
+//	Start(pid, Options)          or StartPIDs(pids, Options) for several processes
 //	  collect.Open(plan)         load the BPF object, set the target, attach (collect.Plan.Attachment)
 //	  read the command line and the program, open the process's resolver
 //	  session.SeedThreads(pid)   the threads that exist now, in the thread table
@@ -21,7 +21,9 @@ package record
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -130,7 +132,8 @@ var system = deps{
 type Recording struct {
 	opts    Options
 	deps    deps
-	pid     int
+	pid     int   // the first process: the goroutine view's, the gate's
+	pids    []int // every process recorded
 	session session
 	agg     *collect.Aggregator
 	cache   *symbolize.Cache
@@ -179,7 +182,7 @@ type goTap struct {
 // exits before its threads are read, the error wraps ErrExited; when the
 // kernel refuses the BPF program, collect.IsPermission(err) is true.
 func Start(pid int, o Options) (*Recording, error) {
-	return start(pid, o, system)
+	return start([]int{pid}, o, system)
 }
 
 // StartAll starts a system-wide recording: every process but wallprof's
@@ -189,18 +192,30 @@ func StartAll(o Options) (*Recording, error) {
 	if o.Command == "" {
 		o.Command = "all processes"
 	}
-	return start(0, o, system)
+	return start([]int{0}, o, system)
 }
 
-func start(pid int, o Options, d deps) (*Recording, error) {
+// StartPIDs is Start for several processes, recorded in one session and
+// one profile. The first one is the goroutine view's (and, with Gated, the
+// gated one); Command defaults to their command lines. Any of them exiting
+// before its threads are read gives ErrExited.
+func StartPIDs(pids []int, o Options) (*Recording, error) {
+	if len(pids) == 0 {
+		return nil, errors.New("no process to record")
+	}
+	return start(pids, o, system)
+}
+
+func start(pids []int, o Options, d deps) (*Recording, error) {
 	if o.Freq == 0 {
 		o.Freq = collect.DefaultFreq
 	}
-	r := &Recording{opts: o, deps: d, pid: pid, command: o.Command, program: o.Program,
+	pid := pids[0]
+	r := &Recording{opts: o, deps: d, pid: pid, pids: append([]int(nil), pids...), command: o.Command, program: o.Program,
 		gostop: make(chan struct{})}
 	r.cache = symbolize.NewCache()
 	r.agg = r.newAggregator()
-	plan := collect.Plan{PIDs: []int{pid}, FollowForks: o.FollowForks, Freq: o.Freq,
+	plan := collect.Plan{PIDs: r.pids, FollowForks: o.FollowForks, Freq: o.Freq,
 		Duration: o.Duration, Stats: o.Stats}
 	if o.All {
 		plan.PIDs, plan.All, plan.FollowForks = nil, true, false
@@ -232,22 +247,24 @@ func start(pid int, o Options, d deps) (*Recording, error) {
 		return r, nil
 	}
 	if r.command == "" {
-		r.command = cmdline(pid)
+		r.command = cmdlines(r.pids)
 	}
 	if r.program == (linux.Program{}) && !o.Gated {
 		r.program, _ = linux.ReadProgram(pid) // unknown for a kernel thread
 	}
-	if !o.Gated {
-		// Read the process's mappings now, while it certainly exists.
-		r.agg.Resolver(uint32(pid))
-	}
-	if err := s.SeedThreads(pid); err != nil {
-		s.Close()
-		r.cache.Close()
-		if !d.exists(pid) {
-			return nil, fmt.Errorf("process %d: %w", pid, ErrExited)
+	for _, p := range r.pids {
+		if !o.Gated {
+			// Read the process's mappings now, while it certainly exists.
+			r.agg.Resolver(uint32(p))
 		}
-		return nil, err
+		if err := s.SeedThreads(p); err != nil {
+			s.Close()
+			r.cache.Close()
+			if !d.exists(p) {
+				return nil, fmt.Errorf("process %d: %w", p, ErrExited)
+			}
+			return nil, err
+		}
 	}
 	go s.Run(r.add)
 	if o.Goroutines {
@@ -593,8 +610,10 @@ func (r *Recording) startGoroutines(gate string) {
 				r.session.SetReadInterval(goTagReadInterval)
 				return
 			}
-			if errors.Is(err, goview.ErrNotGo) || gate == "" || time.Now().After(deadline) {
-				if !errors.Is(err, goview.ErrNotGo) {
+			// A kernel thread has no executable (/proc/PID/exe): not Go.
+			notGo := errors.Is(err, goview.ErrNotGo) || gate == "" && errors.Is(err, fs.ErrNotExist)
+			if notGo || gate == "" || time.Now().After(deadline) {
+				if !notGo {
 					r.gomu.Lock()
 					r.gonote = fmt.Sprintf("no goroutine view: %v", err)
 					r.gomu.Unlock()
@@ -630,6 +649,21 @@ func (r *Recording) stopGoroutines() {
 		}
 	}
 }
+
+// cmdlines names several processes by their command lines.
+func cmdlines(pids []int) string {
+	if len(pids) == 1 {
+		return cmdline(pids[0])
+	}
+	names := make([]string, len(pids))
+	for i, p := range pids {
+		names[i] = fmt.Sprintf("%d: %s", p, cmdline(p))
+	}
+	return strings.Join(names, "; ")
+}
+
+// PIDs are the processes recorded (not counting those they fork).
+func (r *Recording) PIDs() []int { return append([]int(nil), r.pids...) }
 
 // cmdline reads a process's command line for the profile's header: what
 // was run, as ps shows it.

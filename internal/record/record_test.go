@@ -2,6 +2,7 @@ package record
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -53,6 +54,7 @@ func (w *world) deps() deps {
 	return deps{
 		open: func(p collect.Plan) (session, error) {
 			w.record("open")
+			w.record(fmt.Sprintf("plan %v", p.PIDs))
 			w.s = &fakeSession{w: w, samples: make(chan *collect.RawSample), acks: make(chan struct{}), done: make(chan struct{}), running: make(chan struct{})}
 			return w.s, nil
 		},
@@ -102,6 +104,7 @@ type fakeSession struct {
 
 func (s *fakeSession) SeedThreads(pid int) error {
 	s.w.record("seed")
+	s.w.record(fmt.Sprintf("seed %d", pid))
 	return s.w.seedErr
 }
 
@@ -204,7 +207,7 @@ var opts = Options{Freq: 100, Goroutines: true, Command: "app", Program: linux.P
 
 func TestStartSeedsBeforeReading(t *testing.T) {
 	w := &world{exists: true}
-	r, err := start(pid, opts, w.deps())
+	r, err := start([]int{pid}, opts, w.deps())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,9 +224,34 @@ func TestStartSeedsBeforeReading(t *testing.T) {
 	r.Close()
 }
 
+// TestStartPIDs: several processes in one session, each seeded, the
+// profile named after all of them.
+func TestStartPIDs(t *testing.T) {
+	w := &world{exists: true}
+	o := opts
+	o.Command = ""
+	r, err := start([]int{pid, 200, 300}, o, w.deps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-w.s.running
+	for _, want := range []string{fmt.Sprintf("plan [%d 200 300]", pid), fmt.Sprintf("seed %d", pid), "seed 200", "seed 300"} {
+		if w.index(want) < 0 {
+			t.Errorf("calls %v: no %q", w.log, want)
+		}
+	}
+	if got := r.PIDs(); !slices.Equal(got, []int{pid, 200, 300}) {
+		t.Errorf("PIDs() = %v", got)
+	}
+	if !strings.HasPrefix(r.Command(), fmt.Sprintf("%d: ", pid)) || !strings.Contains(r.Command(), "; 300: ") {
+		t.Errorf("Command() = %q, want every process named", r.Command())
+	}
+	r.Close()
+}
+
 func TestStartExitedTarget(t *testing.T) {
 	w := &world{seedErr: errors.New("seed: no such process"), exists: false}
-	_, err := start(pid, opts, w.deps())
+	_, err := start([]int{pid}, opts, w.deps())
 	if !errors.Is(err, ErrExited) {
 		t.Fatalf("err = %v, want ErrExited", err)
 	}
@@ -232,7 +260,7 @@ func TestStartExitedTarget(t *testing.T) {
 	}
 	// A target that still exists: the error is the seed's.
 	w = &world{seedErr: errors.New("seed: permission denied"), exists: true}
-	if _, err := start(pid, opts, w.deps()); err == nil || errors.Is(err, ErrExited) {
+	if _, err := start([]int{pid}, opts, w.deps()); err == nil || errors.Is(err, ErrExited) {
 		t.Fatalf("err = %v, want the seed error", err)
 	}
 }
@@ -243,7 +271,7 @@ func TestStartExitedTarget(t *testing.T) {
 // recording's do; notes added after Stop reach the profile.
 func TestStopOrder(t *testing.T) {
 	w := &world{exists: true}
-	r, err := start(pid, opts, w.deps())
+	r, err := start([]int{pid}, opts, w.deps())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +328,7 @@ func TestStopOrder(t *testing.T) {
 
 func TestProfileBeforeStop(t *testing.T) {
 	w := &world{exists: true}
-	r, err := start(pid, opts, w.deps())
+	r, err := start([]int{pid}, opts, w.deps())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +344,7 @@ func TestGatedWaitsForExec(t *testing.T) {
 	w := &world{exists: true, exes: []string{"/bin/sh", "/bin/sh", "/bin/sh", "/bin/sh", "/app"}}
 	o := opts
 	o.Gated = true
-	r, err := start(pid, o, w.deps())
+	r, err := start([]int{pid}, o, w.deps())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +365,7 @@ func TestGatedWaitsForExec(t *testing.T) {
 // note, and the recording goes on without them.
 func TestNoGoroutineView(t *testing.T) {
 	w := &world{exists: true, goroutinesErr: errors.New("cannot read memory")}
-	r, err := start(pid, opts, w.deps())
+	r, err := start([]int{pid}, opts, w.deps())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +390,7 @@ func TestLiveWindow(t *testing.T) {
 	o := opts
 	o.Live = 3
 	o.Goroutines = false
-	r, err := start(pid, o, w.deps())
+	r, err := start([]int{pid}, o, w.deps())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +425,7 @@ func TestLiveSeesBlockedStacks(t *testing.T) {
 	}}
 	o := opts
 	o.Live, o.Goroutines = 3, false
-	r, err := start(pid, o, w.deps())
+	r, err := start([]int{pid}, o, w.deps())
 	if err != nil {
 		t.Fatal(err)
 	}
