@@ -317,10 +317,11 @@ func TestTopSystemWide(t *testing.T) {
 			t.Errorf("top does not list %s:\n%s", name, out)
 			continue
 		}
-		// 100% is one thread for the whole window: each gets about half
-		// of CPU 0 and waits for it the other half.
-		if r[1] < 30 || r[2] < 30 || r[1]+r[2] < 90 {
-			t.Errorf("%s: CPU %.1f%%, RUNQ %.1f%%; want each about 50%%:\n%s", name, r[1], r[2], out)
+		// 100% is one thread for the whole window: each is on CPU 0 or
+		// waits for it all the time, and waits a good part of it (half,
+		// on an idle CPU 0; more when other programs run there too).
+		if r[2] < 30 || r[1]+r[2] < 90 || r[1] < 5 {
+			t.Errorf("%s: CPU %.1f%%, RUNQ %.1f%%; want busy all the time, waiting for the CPU a third of it or more:\n%s", name, r[1], r[2], out)
 		} else {
 			t.Logf("%s: CPU %.1f%%, RUNQ %.1f%%", name, r[1], r[2])
 		}
