@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/wallprof/wallprof/internal/load"
 )
@@ -134,5 +135,20 @@ func TestLoadRefusedExitsNonZero(t *testing.T) {
 	code, out, errOut := runLoadCLI(t, "-c", "1", "-n", "3", "http://127.0.0.1:1/")
 	if code != exitError || !strings.Contains(out, "3 connection refused") || !strings.Contains(errOut, "no request succeeded") {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// TestLoadStopsWhenNothingListens: a load at a closed port stops after the
+// first refused connections instead of sending its whole duration there,
+// and says why.
+func TestLoadStopsWhenNothingListens(t *testing.T) {
+	start := time.Now()
+	code, out, errOut := runLoadCLI(t, "--rate", "2000/s", "--duration", "20s", "http://127.0.0.1:1/")
+	took := time.Since(start)
+	if code != exitError || !strings.Contains(out, "nothing listens at http://127.0.0.1:1/") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if took > 10*time.Second {
+		t.Errorf("the load ran %v of its 20 s against a closed port", took.Round(time.Millisecond))
 	}
 }

@@ -30,6 +30,8 @@ type Result struct {
 	Sending     time.Duration `json:"sending_ns"`  // first request sent to last request sent
 	Wall        time.Duration `json:"duration_ns"` // first request sent to last response
 	Interrupted bool          `json:"interrupted"` // stopped early by the caller (Ctrl-C)
+	// Stopped says why the load stopped early by itself (nothing listens).
+	Stopped string `json:"stopped,omitempty"`
 
 	Requests     uint64  `json:"requests"`      // completed, including errors
 	Successes    uint64  `json:"successes"`     // 2xx and 3xx responses

@@ -3,6 +3,7 @@ package load
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -28,6 +29,10 @@ func (c *counters) markSent() {
 	c.lastSent.Store(int64(time.Since(c.began)))
 }
 
+// refusedStop is how many refused connections, before any answer, stop a
+// load early.
+const refusedStop = 50
+
 // Run applies the load described by o and returns what it measured. When ctx
 // is cancelled it stops sending, lets in-flight requests finish for
 // o.Grace, aborts the rest, and returns the partial Result with Interrupted
@@ -43,17 +48,20 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	outcomes := make(chan outcome, 1024)
 	finished := make(chan struct{})
 	defer close(finished)
-	stop := make(chan struct{}) // closed when ctx is cancelled
+	stop := make(chan struct{}) // closed when ctx is cancelled, or nothing listens
+	refused := make(chan struct{})
 	go func() {
 		select {
 		case <-ctx.Done():
 			c.stopping.Store(true)
-			close(stop)
-			select {
-			case <-time.After(o.Grace):
-				cancelAbort()
-			case <-finished:
-			}
+		case <-refused:
+		case <-finished:
+			return
+		}
+		close(stop)
+		select {
+		case <-time.After(o.Grace):
+			cancelAbort()
 		case <-finished:
 		}
 	}()
@@ -69,11 +77,23 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		go func() { defer progressWG.Done(); reportProgress(&o, c, received) }()
 	}
 	rec := newRecorder()
+	var answered, refusals uint64
+	stopped := ""
 	for oc := range outcomes {
 		rec.add(oc)
 		c.done.Add(1)
 		if oc.code < 200 || oc.code >= 400 {
 			c.errors.Add(1)
+		}
+		// Nothing listens: every request so far was refused. Stop, rather
+		// than send the whole load to a closed port.
+		if oc.code != 0 {
+			answered++
+		} else if answered == 0 && stopped == "" && classify(oc.err, oc.errText) == KindRefused {
+			if refusals++; refusals == refusedStop {
+				stopped = fmt.Sprintf("the first %d requests were refused: nothing listens at %s", refusedStop, o.Targets[0].URL)
+				close(refused)
+			}
 		}
 	}
 	wall := time.Since(c.began)
@@ -88,6 +108,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.Started, res.Wall = c.began, wall
 	res.Sending = time.Duration(c.lastSent.Load())
 	res.Interrupted = c.stopping.Load()
+	res.Stopped = stopped
 	if res.Sending > 0 {
 		res.SentRate = float64(res.Requests) / res.Sending.Seconds()
 	}

@@ -24,6 +24,9 @@ func WriteText(w io.Writer, r *Result) error {
 	if r.Interrupted {
 		fmt.Fprintf(&b, "              interrupted: stopped after %s\n", round(r.Sending))
 	}
+	if r.Stopped != "" {
+		fmt.Fprintf(&b, "              stopped after %s: %s\n", round(r.Sending), r.Stopped)
+	}
 	fmt.Fprintf(&b, "requests:     %d in %s, sent at %.1f/s\n", r.Requests, round(r.Sending), r.SentRate)
 	fmt.Fprintf(&b, "success:      %d (%.2f%%), throughput %.1f/s over %s\n",
 		r.Successes, 100*r.SuccessRatio, r.Throughput, round(r.Wall))
