@@ -46,7 +46,7 @@ func runFlame(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	minWidth := fs.Float64("min-width", 100*flame.DefaultMinWidth, "leave out call paths narrower than this percentage of the total under every weight")
 	threads := fs.Bool("threads", false, "one root frame per thread (comm-pid/tid)")
 	icicle := fs.Bool("icicle", false, "HTML: open with the root at the top (the page can switch)")
-	gview := fs.Bool("goroutines", false, "draw the goroutine view of a Go program: each goroutine's time running (on-CPU colour), runnable and waiting (blocked colour)")
+	gview := fs.Bool("goroutines", false, "draw the goroutine view of a Go program: each goroutine's time running (on-CPU colour), runnable and waiting (blocked colour); the default for a profile that has one (--goroutines=false draws its threads)")
 	focusG := fs.String("focus-goroutines", "", "draw the goroutine view of the goroutine groups whose creator or own function matches this regexp, e.g. 'net/http.\\(\\*conn\\).serve'")
 	focus := fs.String("focus", "", "keep only stacks with a function matching this regular expression")
 	if code, done := fs.parse(args); done {
@@ -81,6 +81,13 @@ func runFlame(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	p, err := readProfileFor("flame", path, stderr)
 	if err != nil {
 		return exitError
+	}
+	if !fs.isSet("goroutines") && *focusG == "" && len(p.Goroutines) > 0 {
+		// A Go program: its goroutines first, as 'wallprof report
+		// --goroutines' and the run report show them; the threads'
+		// view is mostly the runtime's idle threads.
+		*gview = true
+		fmt.Fprintf(stderr, "wallprof flame: a Go program: drawing its goroutines (--goroutines=false draws its threads).\n")
 	}
 	if *gview || *focusG != "" {
 		var re *regexp.Regexp

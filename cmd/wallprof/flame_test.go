@@ -316,3 +316,35 @@ func pickFrame(frames []drawnFrame, width float64) *drawnFrame {
 	}
 	return best
 }
+
+// TestFlameGoProgramOpensOnGoroutines: a Go program's profile is drawn as
+// its goroutines unless the thread view is asked for, as the run report
+// and report --goroutines show it.
+func TestFlameGoProgramOpensOnGoroutines(t *testing.T) {
+	requireRecording(t)
+	bin := groundtruth.BuildGo(t, groundtruth.WorkloadDir(t, "gogt"), false, "")
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "go.pb.gz")
+	if code, out := wallprof(t, "record", "-q", "-o", prof, "--", bin, "--duration", "1s"); code != 0 {
+		t.Fatalf("record exited %d:\n%s", code, out)
+	}
+	for _, c := range []struct {
+		args   []string
+		title  string
+		stderr string
+	}{
+		{nil, "Goroutines of", "drawing its goroutines"},
+		{[]string{"--goroutines=false"}, "", ""},
+	} {
+		html := filepath.Join(dir, "f.html")
+		code, out := wallprof(t, append([]string{"flame", prof, "-o", html}, c.args...)...)
+		if code != 0 {
+			t.Fatalf("flame %v exited %d:\n%s", c.args, code, out)
+		}
+		page, _ := os.ReadFile(html)
+		gor := strings.Contains(string(page), "Goroutines of")
+		if gor != (c.title != "") || !strings.Contains(out, c.stderr) {
+			t.Errorf("flame %v: goroutine view %v, stderr %q", c.args, gor, out)
+		}
+	}
+}

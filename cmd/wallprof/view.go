@@ -47,6 +47,7 @@ func runView(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newCmdFlags("view", viewUsage, stdout, stderr)
 	addr := fs.String("http", defaultViewAddr, "serve the web UI on this host:port (port 0: a free one)")
 	noBrowser := fs.Bool("no-browser", false, "do not open a browser, only print the URL")
+	gview := fs.Bool("goroutines", false, "show the goroutine view of a Go program (its goroutines' time: running as on-cpu, runnable, waiting as sleeping; labels gstate, wait_reason, created_by); the default for a profile that has one (--goroutines=false shows its threads)")
 	// What follows "--" is pprof's own flags, passed to its driver.
 	var pprofFlags []string
 	for i, a := range args {
@@ -73,6 +74,15 @@ func runView(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// any format convert reads.
 	in, err := readInputFor("view", path, stderr)
 	if err != nil {
+		return exitError
+	}
+	if in.p != nil && len(in.p.Goroutines) > 0 && (*gview || !fs.isSet("goroutines")) {
+		if !fs.isSet("goroutines") {
+			fmt.Fprintf(stderr, "wallprof view: a Go program: showing its goroutines (--goroutines=false shows its threads).\n")
+		}
+		in.p, in.pprof = present.GoroutineView(in.p, nil), nil
+	} else if *gview {
+		fmt.Fprintf(stderr, "wallprof view: %s: %v.\n", inputName(path), present.ErrNoGoroutines)
 		return exitError
 	}
 	pp, err := in.pprofProfile()
