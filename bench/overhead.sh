@@ -40,7 +40,7 @@ gcc "${cflags[@]}" -o "$bin/cpubound" testdata/workloads/cpubound/cpubound.c
 
 # wallprof is needed only by the wallprof-* configurations.
 configs=${CONFIGS:-default}
-if [[ $configs == default || $configs == *wallprof* ]]; then
+if [[ $configs == default || $configs == *wallprof* || $configs == *attach* || $configs == *top* ]]; then
 	if ! go build -o "$bin/wallprof" ./cmd/wallprof 2>"$bin/wallprof-build.log"; then
 		cat "$bin/wallprof-build.log" >&2
 		die "wallprof does not build (see above; cmd/wallprof may not exist yet).
