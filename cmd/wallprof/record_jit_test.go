@@ -228,7 +228,11 @@ func TestRecordPythonJitdump(t *testing.T) {
 		t.Skipf("python -X perf_jit needs Python 3.13 or later; found %s", found)
 	}
 	script := jitWorkload(t, "burn.py")
-	p := recordJIT(t, nil, py, "-X", "perf_jit", script, "3")
+	// Five seconds, not three: the recorder reads the target's new
+	// mappings (the JIT code, the jitdump file) when the samples that need
+	// them are read, about once a second, and it must do so while the
+	// program lives; on a loaded machine three seconds left too few reads.
+	p := recordJIT(t, nil, py, "-X", "perf_jit", script, "5")
 	checkJITProfile(t, p, regexp.MustCompile(`^py::burn_cpu_python_marker:`))
 }
 
