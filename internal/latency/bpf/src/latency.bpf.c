@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * wallprof latency: how long calls of Go functions take.
+ *
+ * One uprobe at a function's entry (lat_entry) and one at each of its RET
+ * instructions (lat_ret), never a uretprobe: a uretprobe rewrites the return
+ * address on the goroutine's stack, which the Go runtime copies and unwinds.
+ * The attach cookie is the function's index (< MAX_FUNCS).
+ *
+ * A call is keyed by its goroutine: the g pointer (r14 in Go's ABIInternal
+ * on amd64) and the function, with the goroutine id read from g in the
+ * value, so that a g reused by a new goroutine never matches an old entry.
+ * The frame is identified by its distance from the top of the goroutine's
+ * stack (g.stack.hi - sp at the entry, which is also sp at each RET): the
+ * runtime copies stacks but keeps that distance. So:
+ *   - an entry deeper than the open call's frame is recursion: only the
+ *     outermost call is timed (nested calls are counted);
+ *   - an entry at the same distance on another stack is the same call
+ *     entered again after morestack grew the stack: the timer keeps running;
+ *   - an entry at the same distance on the same stack, or shallower, means
+ *     the open call never returned (a panic unwound it): it is replaced and
+ *     counted as abandoned;
+ *   - a RET at the open frame's distance ends the call; a RET deeper is a
+ *     nested call's.
+ * Entries live in an LRU hash: goroutines that exit mid-call age out.
+ */
+#include <linux/bpf.h>
+#include <asm/ptrace.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+typedef __u32 u32;
+typedef __u64 u64;
+
+#define MAX_FUNCS 8
+#define SUB_BITS 6
+#define SUB (1 << SUB_BITS)
+#define MAX_MSB 40
+#define NBUCKETS ((MAX_MSB - SUB_BITS + 2) * SUB) /* 2304 */
+
+/* Set by user space before loading. */
+volatile const u32 goid_off;     /* offset of g.goid */
+volatile const u32 stack_hi_off; /* offset of g.stack.hi */
+
+struct gkey {
+	u64 g;
+	u32 fn;
+	u32 pad;
+};
+
+struct gentry {
+	u64 goid;
+	u64 start;    /* bpf_ktime_get_ns at the entry */
+	u64 sp_off;   /* g.stack.hi - sp at the entry */
+	u64 stack_hi; /* g.stack.hi at the entry */
+};
+
+/* Per function, per CPU; user space sums (and takes the max of) the CPUs. */
+struct fstat {
+	u64 count;     /* calls timed */
+	u64 sum_ns;    /* their total duration */
+	u64 max_ns;    /* the longest */
+	u64 nested;    /* recursive entries inside a timed call, not timed */
+	u64 restarts;  /* entries again after morestack, same call */
+	u64 abandoned; /* open calls replaced: never returned (panic) or g reused */
+	u64 unmatched; /* RETs with no open call: begun before attach, or evicted */
+	u64 read_errs; /* g could not be read */
+	u64 entries;   /* entry probe hits */
+	u64 rets;      /* RET probe hits */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct gkey);
+	__type(value, struct gentry);
+} calls SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_FUNCS);
+	__type(key, u32);
+	__type(value, struct fstat);
+} stats SEC(".maps");
+
+/* Histogram: MAX_FUNCS x NBUCKETS counters (see bucket), memory-mapped
+ * by user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, MAX_FUNCS * NBUCKETS);
+	__type(key, u32);
+	__type(value, u64);
+} hist SEC(".maps");
+
+/* bucket: durations below 64 ns have their own bucket; above, each power
+ * of two is split into 64 equal sub-buckets (relative width <= 1/64). */
+static __always_inline u32 bucket(u64 d)
+{
+	if (d < SUB)
+		return d;
+	u32 msb = 0;
+	u64 v = d;
+	if (v >> 32) { v >>= 32; msb += 32; }
+	if (v >> 16) { v >>= 16; msb += 16; }
+	if (v >> 8) { v >>= 8; msb += 8; }
+	if (v >> 4) { v >>= 4; msb += 4; }
+	if (v >> 2) { v >>= 2; msb += 2; }
+	if (v >> 1) { msb += 1; }
+	if (msb > MAX_MSB)
+		return NBUCKETS - 1;
+	return (msb - SUB_BITS + 1) * SUB + ((d >> (msb - SUB_BITS)) & (SUB - 1));
+}
+
+static __always_inline int read_g(struct pt_regs *ctx, struct gkey *k, u64 *goid, u64 *hi)
+{
+	k->g = ctx->r14;
+	k->pad = 0;
+	if (!k->g)
+		return -1;
+	if (bpf_probe_read_user(goid, sizeof(*goid), (void *)(k->g + goid_off)))
+		return -1;
+	if (bpf_probe_read_user(hi, sizeof(*hi), (void *)(k->g + stack_hi_off)))
+		return -1;
+	return 0;
+}
+
+SEC("uprobe")
+int lat_entry(struct pt_regs *ctx)
+{
+	u32 fn = bpf_get_attach_cookie(ctx);
+	struct fstat *st = bpf_map_lookup_elem(&stats, &fn);
+	if (!st)
+		return 0;
+	st->entries++;
+	struct gkey k = {.fn = fn};
+	u64 goid, hi;
+	if (read_g(ctx, &k, &goid, &hi)) {
+		st->read_errs++;
+		return 0;
+	}
+	u64 sp_off = hi - ctx->rsp;
+	struct gentry *e = bpf_map_lookup_elem(&calls, &k);
+	if (e) {
+		if (e->goid == goid) {
+			if (sp_off > e->sp_off) {
+				st->nested++;
+				return 0;
+			}
+			if (sp_off == e->sp_off && hi != e->stack_hi) {
+				e->stack_hi = hi;
+				st->restarts++;
+				return 0;
+			}
+		}
+		st->abandoned++;
+	}
+	struct gentry n = {.goid = goid, .start = bpf_ktime_get_ns(), .sp_off = sp_off, .stack_hi = hi};
+	bpf_map_update_elem(&calls, &k, &n, BPF_ANY);
+	return 0;
+}
+
+SEC("uprobe")
+int lat_ret(struct pt_regs *ctx)
+{
+	u64 now = bpf_ktime_get_ns();
+	u32 fn = bpf_get_attach_cookie(ctx);
+	struct fstat *st = bpf_map_lookup_elem(&stats, &fn);
+	if (!st)
+		return 0;
+	st->rets++;
+	struct gkey k = {.fn = fn};
+	u64 goid, hi;
+	if (read_g(ctx, &k, &goid, &hi)) {
+		st->read_errs++;
+		return 0;
+	}
+	u64 sp_off = hi - ctx->rsp;
+	struct gentry *e = bpf_map_lookup_elem(&calls, &k);
+	if (!e || e->goid != goid || sp_off < e->sp_off) {
+		st->unmatched++;
+		return 0;
+	}
+	if (sp_off > e->sp_off)
+		return 0; /* a nested call returns */
+	u64 d = now - e->start;
+	bpf_map_delete_elem(&calls, &k);
+	st->count++;
+	st->sum_ns += d;
+	if (d > st->max_ns)
+		st->max_ns = d;
+	u32 idx = fn * NBUCKETS + bucket(d);
+	u64 *c = bpf_map_lookup_elem(&hist, &idx);
+	if (c)
+		__sync_fetch_and_add(c, 1);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";
