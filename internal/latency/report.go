@@ -46,8 +46,9 @@ type FuncReport struct {
 	P999Ns      int64    `json:"p999_ns"`
 	MaxNs       int64    `json:"max_ns"`
 	Nested      uint64   `json:"nested"`
-	Restarts    uint64   `json:"stack_growth_reentries"`
+	ProbeAddr   string   `json:"entry_probe_addr"`
 	Abandoned   uint64   `json:"abandoned"`
+	GReused     uint64   `json:"g_reused"`
 	Unmatched   uint64   `json:"unmatched_returns"`
 	ReadErrors  uint64   `json:"read_errors"`
 	Buckets     []Bucket `json:"buckets"`
@@ -75,8 +76,8 @@ type CostReport struct {
 func FuncReportOf(fn Func, s Snapshot) FuncReport {
 	c := s.Counters
 	r := FuncReport{Name: fn.Name, EntryAddr: fmt.Sprintf("%#x", fn.Entry), RetSites: len(fn.Rets), InlinedInto: fn.InlinedToo,
-		Count: c.Count, SumNs: int64(c.Sum), MaxNs: int64(c.Max), Nested: c.Nested, Restarts: c.Restarts,
-		Abandoned: c.Abandoned, Unmatched: c.Unmatched, ReadErrors: c.ReadErrs, Buckets: []Bucket{}}
+		Count: c.Count, SumNs: int64(c.Sum), MaxNs: int64(c.Max), Nested: c.Nested, ProbeAddr: fmt.Sprintf("%#x", fn.Probe),
+		Abandoned: c.Abandoned, GReused: c.Reused, Unmatched: c.Unmatched, ReadErrors: c.ReadErrs, Buckets: []Bucket{}}
 	if c.Count > 0 {
 		r.MeanNs = int64(c.Sum) / int64(c.Count)
 	}

@@ -42,6 +42,7 @@ var ErrRefused = errors.New("cannot measure")
 type Func struct {
 	Name       string   // full Go name, "main.(*Index).Search"
 	Entry      uint64   // virtual address of the entry
+	Probe      uint64   // where the entry probe goes: after the stack check (AfterStackCheck)
 	Rets       []uint64 // virtual addresses of its RET instructions
 	EntryOff   uint64   // file offsets of the same, for uprobes
 	RetOffs    []uint64 //
@@ -125,8 +126,8 @@ func resolveFunc(ef *elf.File, tab *gopclntab.Table, name string) (Func, error) 
 	if len(rets) == 0 {
 		return Func{}, fmt.Errorf("%w: %s has no RET instruction (it never returns normally)", ErrRefused, name)
 	}
-	fn := Func{Name: name, Entry: entry, Rets: rets, InlinedToo: inl}
-	if fn.EntryOff, err = fileOffset(ef, entry); err != nil {
+	fn := Func{Name: name, Entry: entry, Probe: AfterStackCheck(code, entry), Rets: rets, InlinedToo: inl}
+	if fn.EntryOff, err = fileOffset(ef, fn.Probe); err != nil {
 		return Func{}, err
 	}
 	for _, r := range rets {
@@ -166,6 +167,48 @@ func FindRets(code []byte, pc uint64) ([]uint64, error) {
 		off += inst.Len
 	}
 	return rets, nil
+}
+
+// AfterStackCheck returns where a function's entry probe goes: right after
+// its prologue's stack check (CMP of the stack pointer, or of R12 computed
+// from it, with g.stackguard0 at 16(R14), then a conditional jump to the
+// morestack call), or the entry if it has none (NOSPLIT functions). At the
+// entry itself the probe would fire again each time the function is
+// re-entered after morestack, which happens when the stack grows and when
+// the scheduler asks the goroutine to yield; after the check it fires once
+// per call. Neither instruction moves the stack pointer, so the frame's
+// distance from the stack top is the same as at the entry and at each RET.
+func AfterStackCheck(code []byte, pc uint64) uint64 {
+	off := 0
+	for n := 0; n < 8 && off < len(code); n++ {
+		inst, err := x86asm.Decode(code[off:], 64)
+		if err != nil || inst.Len == 0 {
+			break
+		}
+		off += inst.Len
+		if inst.Op != x86asm.CMP || !isStackguard(inst.Args[1]) || off >= len(code) {
+			continue
+		}
+		next, err := x86asm.Decode(code[off:], 64)
+		if err == nil && isCondJump(next.Op) {
+			return pc + uint64(off+next.Len)
+		}
+		break
+	}
+	return pc
+}
+
+func isStackguard(a x86asm.Arg) bool {
+	m, ok := a.(x86asm.Mem)
+	return ok && m.Base == x86asm.R14 && m.Index == 0 && m.Disp == 16
+}
+
+func isCondJump(op x86asm.Op) bool {
+	switch op {
+	case x86asm.JBE, x86asm.JB, x86asm.JA, x86asm.JAE, x86asm.JLE, x86asm.JL:
+		return true
+	}
+	return false
 }
 
 func allPadding(b []byte) bool {

@@ -17,8 +17,8 @@ type Counters struct {
 	Sum       time.Duration // their total duration
 	Max       time.Duration // the longest
 	Nested    uint64        // recursive calls inside a timed call (not timed)
-	Restarts  uint64        // entries again after the runtime grew the stack (same call)
-	Abandoned uint64        // calls that never returned (panic, goroutine gone)
+	Abandoned uint64        // calls that never returned (a panic unwound them)
+	Reused    uint64        // open calls of goroutines that exited, whose g was reused
 	Unmatched uint64        // RETs without an entry: begun before the probes, or evicted
 	ReadErrs  uint64        // probe hits where g could not be read
 	Hits      uint64        // probe hits (entries and RETs)
@@ -108,8 +108,8 @@ func (s *Session) Snapshot() ([]Snapshot, error) {
 			c.Sum += time.Duration(p.SumNs)
 			c.Max = max(c.Max, time.Duration(p.MaxNs))
 			c.Nested += p.Nested
-			c.Restarts += p.Restarts
 			c.Abandoned += p.Abandoned
+			c.Reused += p.Reused
 			c.Unmatched += p.Unmatched
 			c.ReadErrs += p.ReadErrs
 			c.Hits += p.Entries + p.Rets

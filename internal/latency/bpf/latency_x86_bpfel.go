@@ -19,8 +19,8 @@ type LatencyFstat struct {
 	SumNs     uint64
 	MaxNs     uint64
 	Nested    uint64
-	Restarts  uint64
 	Abandoned uint64
+	Reused    uint64
 	Unmatched uint64
 	ReadErrs  uint64
 	Entries   uint64

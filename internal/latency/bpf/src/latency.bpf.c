@@ -2,7 +2,9 @@
 /*
  * wallprof latency: how long calls of Go functions take.
  *
- * One uprobe at a function's entry (lat_entry) and one at each of its RET
+ * One uprobe at a function's entry (lat_entry: right after the prologue's
+ * stack check, so that a re-entry after morestack does not fire it again)
+ * and one at each of its RET
  * instructions (lat_ret), never a uretprobe: a uretprobe rewrites the return
  * address on the goroutine's stack, which the Go runtime copies and unwinds.
  * The attach cookie is the function's index (< MAX_FUNCS).
@@ -15,11 +17,9 @@
  * runtime copies stacks but keeps that distance. So:
  *   - an entry deeper than the open call's frame is recursion: only the
  *     outermost call is timed (nested calls are counted);
- *   - an entry at the same distance on another stack is the same call
- *     entered again after morestack grew the stack: the timer keeps running;
- *   - an entry at the same distance on the same stack, or shallower, means
- *     the open call never returned (a panic unwound it): it is replaced and
- *     counted as abandoned;
+ *   - an entry at the same distance, or shallower, means the open call
+ *     never returned (a panic unwound it): it is replaced and counted as
+ *     abandoned;
  *   - a RET at the open frame's distance ends the call; a RET deeper is a
  *     nested call's.
  * Entries live in an LRU hash: goroutines that exit mid-call age out.
@@ -52,7 +52,7 @@ struct gentry {
 	u64 goid;
 	u64 start;    /* bpf_ktime_get_ns at the entry */
 	u64 sp_off;   /* g.stack.hi - sp at the entry */
-	u64 stack_hi; /* g.stack.hi at the entry */
+	u64 stack_hi; /* g.stack.hi at the entry (for debugging) */
 };
 
 /* Per function, per CPU; user space sums (and takes the max of) the CPUs. */
@@ -61,8 +61,8 @@ struct fstat {
 	u64 sum_ns;    /* their total duration */
 	u64 max_ns;    /* the longest */
 	u64 nested;    /* recursive entries inside a timed call, not timed */
-	u64 restarts;  /* entries again after morestack, same call */
-	u64 abandoned; /* open calls replaced: never returned (panic) or g reused */
+	u64 abandoned; /* open calls of the same goroutine that never returned (panic) */
+	u64 reused;    /* open calls of an earlier goroutine whose g was reused */
 	u64 unmatched; /* RETs with no open call: begun before attach, or evicted */
 	u64 read_errs; /* g could not be read */
 	u64 entries;   /* entry probe hits */
@@ -147,13 +147,10 @@ int lat_entry(struct pt_regs *ctx)
 				st->nested++;
 				return 0;
 			}
-			if (sp_off == e->sp_off && hi != e->stack_hi) {
-				e->stack_hi = hi;
-				st->restarts++;
-				return 0;
-			}
+			st->abandoned++;
+		} else {
+			st->reused++;
 		}
-		st->abandoned++;
 	}
 	struct gentry n = {.goid = goid, .start = bpf_ktime_get_ns(), .sp_off = sp_off, .stack_hi = hi};
 	bpf_map_update_elem(&calls, &k, &n, BPF_ANY);
