@@ -155,7 +155,7 @@ func FindRets(code []byte, pc uint64) ([]uint64, error) {
 	var rets []uint64
 	for off := 0; off < len(code); {
 		inst, err := x86asm.Decode(code[off:], 64)
-		if err != nil || inst.Len == 0 {
+		if err != nil || inst.Len == 0 || inst.Op == 0 {
 			if allPadding(code[off:]) {
 				break
 			}
