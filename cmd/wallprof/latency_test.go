@@ -151,10 +151,16 @@ func TestLatencyGroundTruth(t *testing.T) {
 			for _, c := range []struct {
 				name      string
 				got, want int64
-			}{{"p50", fn.P50Ns, truth.P50Ns}, {"p90", fn.P90Ns, truth.P90Ns}, {"p99", fn.P99Ns, truth.P99Ns}, {"max", fn.MaxNs, truth.MaxNs}} {
+			}{{"p50", fn.P50Ns, truth.P50Ns}, {"p90", fn.P90Ns, truth.P90Ns}, {"p99", fn.P99Ns, truth.P99Ns}} {
 				if math.Abs(float64(c.got-c.want)) > 0.02*float64(c.want) {
 					t.Errorf("%s: wallprof %v, the program %v: more than 2%% apart", c.name, time.Duration(c.got), time.Duration(c.want))
 				}
+			}
+			// The program's own timing of a call starts before the call and
+			// ends after it: the longest call it saw may include a
+			// preemption just before or after, which the probes do not.
+			if float64(fn.MaxNs) > 1.02*float64(truth.MaxNs) {
+				t.Errorf("max: wallprof %v, longer than the program's %v", time.Duration(fn.MaxNs), time.Duration(truth.MaxNs))
 			}
 		})
 	}
