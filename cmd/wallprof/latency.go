@@ -104,6 +104,9 @@ func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		if errors.Is(err, latency.ErrRefused) {
 			_, msg, _ := strings.Cut(err.Error(), ": ")
+			if path != "" {
+				msg = strings.ReplaceAll(msg, exe, path)
+			}
 			return fail("%s", msg)
 		}
 		return fail("%v", err)

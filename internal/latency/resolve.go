@@ -115,6 +115,9 @@ func resolveFunc(ef *elf.File, tab *gopclntab.Table, name string) (Func, error) 
 		}
 		return Func{}, fmt.Errorf("%w: no function %s in the program", ErrRefused, name)
 	}
+	if asm, _ := tab.IsAssembly(entry); asm {
+		return Func{}, fmt.Errorf("%w: %s is written in assembly, where the goroutine is not in a register, and cannot be measured", ErrRefused, name)
+	}
 	code, err := readText(ef, entry, end)
 	if err != nil {
 		return Func{}, fmt.Errorf("%s: %w", name, err)

@@ -93,3 +93,19 @@ func (t *Table) pcvalues(off uint32, yield func(int32) bool) {
 		}
 	}
 }
+
+// funcFlagAsm is abi.FuncFlagAsm (internal/abi/symtab.go): the function is
+// written in assembly.
+const funcFlagAsm = 1 << 2
+
+// IsAssembly reports whether the function containing pc is written in
+// assembly (Go's ABI0, which keeps nothing in fixed registers). known is
+// false where the table does not say: before Go 1.20, or pc in no function.
+func (t *Table) IsAssembly(pc uint64) (asm, known bool) {
+	fn, ok := t.findFunc(pc)
+	if !ok || t.hdr.ver < ver120 {
+		return false, false
+	}
+	b := t.hdr.pclntab[fn.off:]
+	return b[fn.fixedSize-3]&funcFlagAsm != 0, true
+}
