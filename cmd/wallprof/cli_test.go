@@ -85,7 +85,6 @@ var usageErrors = map[string][][]string{
 		{"main.handle"},
 		{"-p", "1"},
 		{"-p", "1", "--duration", "-1s", "main.handle"},
-		{"-p", "1", "libc.so.6:getaddrinfo"},
 		{"-p", "1", "--bogus", "main.handle"},
 	},
 	"top": {

@@ -176,3 +176,68 @@ func readJSON(t *testing.T, path string, v any) {
 		t.Fatalf("%s: %v", path, err)
 	}
 }
+
+// A native function, libc:usleep, in a C program that times its own calls:
+// every call counted, percentiles within 2%.
+func TestLatencyNative(t *testing.T) {
+	requireRecording(t)
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler (cc)")
+	}
+	bin := filepath.Join(t.TempDir(), "native")
+	if out, err := exec.Command(cc, "-O2", "-o", bin, "../../internal/latency/testdata/native/main.c").CombinedOutput(); err != nil {
+		t.Fatalf("cc: %v\n%s", err, out)
+	}
+	var truthOut bytes.Buffer
+	target := exec.Command(bin, "1000")
+	target.Stdout = &truthOut
+	errPipe, _ := target.StderrPipe()
+	if err := target.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = target.Process.Kill() })
+	if line, _ := bufio.NewReader(errPipe).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("target said %q", line)
+	}
+	wp := exec.Command(wallprofBin(t), "latency", "-p", strconv.Itoa(target.Process.Pid), "--json", "libc:usleep")
+	var stdout bytes.Buffer
+	wp.Stdout = &stdout
+	wpErr, _ := wp.StderrPipe()
+	if err := wp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(wpErr)
+	if line, _ := r.ReadString('\n'); !strings.Contains(line, "probes on 1 functions") {
+		_ = wp.Process.Kill()
+		t.Fatalf("wallprof latency: %q", line)
+	}
+	go func() { _, _ = io.Copy(io.Discard, r) }()
+	_ = target.Process.Signal(syscall.SIGUSR1)
+	if err := target.Wait(); err != nil {
+		t.Fatalf("target: %v", err)
+	}
+	if err := wp.Wait(); err != nil {
+		t.Fatalf("wallprof latency: %v", err)
+	}
+	var truth latencyTruth
+	if err := json.Unmarshal(truthOut.Bytes(), &truth); err != nil {
+		t.Fatalf("target output %q: %v", truthOut.String(), err)
+	}
+	var rep latency.Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil || len(rep.Functions) != 1 {
+		t.Fatalf("output: %v\n%s", err, stdout.String())
+	}
+	fn := rep.Functions[0]
+	t.Logf("wallprof: count %d p50 %v p90 %v p99 %v; program: count %d p50 %v p90 %v p99 %v", fn.Count,
+		time.Duration(fn.P50Ns), time.Duration(fn.P90Ns), time.Duration(fn.P99Ns),
+		truth.Count, time.Duration(truth.P50Ns), time.Duration(truth.P90Ns), time.Duration(truth.P99Ns))
+	if fn.Count != truth.Count || fn.Unmatched != 0 {
+		t.Errorf("counted %d calls (%d unmatched returns), the program made %d", fn.Count, fn.Unmatched, truth.Count)
+	}
+	for _, c := range [][2]int64{{fn.P50Ns, truth.P50Ns}, {fn.P90Ns, truth.P90Ns}, {fn.P99Ns, truth.P99Ns}} {
+		if math.Abs(float64(c[0]-c[1])) > 0.02*float64(c[1]) {
+			t.Errorf("wallprof %v, the program %v: more than 2%% apart", time.Duration(c[0]), time.Duration(c[1]))
+		}
+	}
+}

@@ -12,7 +12,7 @@ import (
 
 // Every duration falls in the bucket whose range holds it, buckets are
 // contiguous, and a bucket is at most 1/64 of its lower bound wide.
-func TestBuckets(t *testing.T) {
+func TestLatencyBuckets(t *testing.T) {
 	prevHi := uint64(0)
 	for i := range NBuckets - 1 {
 		lo, hi := BucketRange(i)
@@ -33,7 +33,7 @@ func TestBuckets(t *testing.T) {
 	}
 }
 
-func TestQuantile(t *testing.T) {
+func TestLatencyQuantile(t *testing.T) {
 	var h Hist
 	for d := 1; d <= 1000; d++ {
 		h[BucketOf(uint64(d)*uint64(time.Microsecond))]++
@@ -55,7 +55,7 @@ func TestQuantile(t *testing.T) {
 
 // The RETs of hand-assembled code, and the probe point after a Go
 // prologue's stack check.
-func TestFindRetsAndStackCheck(t *testing.T) {
+func TestLatencyFindRetsAndStackCheck(t *testing.T) {
 	code := []byte{
 		0x4c, 0x8d, 0xa4, 0x24, 0x60, 0xf8, 0xff, 0xff, // LEAQ -0x7a0(SP), R12
 		0x4d, 0x3b, 0x66, 0x10, // CMPQ R12, 0x10(R14)
@@ -83,7 +83,7 @@ func TestFindRetsAndStackCheck(t *testing.T) {
 
 // Resolve finds main.handle in the ground-truth program, stripped or not,
 // and refuses a missing and an inlined-everywhere function in one sentence.
-func TestResolve(t *testing.T) {
+func TestLatencyResolve(t *testing.T) {
 	for _, strip := range []bool{false, true} {
 		bin := filepath.Join(t.TempDir(), "target")
 		args := []string{"build", "-o", bin}
@@ -93,7 +93,7 @@ func TestResolve(t *testing.T) {
 		if out, err := exec.Command("go", append(args, "./testdata/target")...).CombinedOutput(); err != nil {
 			t.Fatalf("go build: %v\n%s", err, out)
 		}
-		b, err := Resolve(bin, []string{"main.handle", "main.trivial"})
+		b, err := Resolve(bin, 0, []string{"main.handle", "main.trivial"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,7 +109,7 @@ func TestResolve(t *testing.T) {
 			"main.double":     "main.double is inlined everywhere it is called (into main.main), and inlined calls cannot be measured",
 			"runtime.memmove": "runtime.memmove is written in assembly, where the goroutine is not in a register, and cannot be measured",
 		} {
-			_, err := Resolve(bin, []string{fn})
+			_, err := Resolve(bin, 0, []string{fn})
 			if !errors.Is(err, ErrRefused) || !strings.HasSuffix(err.Error(), ": "+want) {
 				t.Errorf("stripped=%v: Resolve(%s) = %v; want ErrRefused saying %q", strip, fn, err, want)
 			}

@@ -47,6 +47,10 @@ type Func struct {
 	EntryOff   uint64   // file offsets of the same, for uprobes
 	RetOffs    []uint64 //
 	InlinedToo []string // functions holding inlined copies, which are not measured
+
+	// Native functions (Lib != ""): a uprobe and a uretprobe on Symbol in
+	// the library at Lib (a path under /proc/PID/root).
+	Lib, Symbol string
 }
 
 // Binary is what Resolve learned about the executable.
@@ -58,13 +62,65 @@ type Binary struct {
 	Funcs      []Func
 }
 
-// Resolve finds the functions called names in the Go executable at path.
-func Resolve(path string, names []string) (*Binary, error) {
+// Resolve finds the functions called names in process pid, whose
+// executable is at exe (such as /proc/PID/exe): Go functions by their full
+// name in the executable, native functions as "lib:symbol" (IsNative) in
+// the libraries the process has mapped.
+func Resolve(exe string, pid int, names []string) (*Binary, error) {
+	b := &Binary{Path: exe}
+	var goNames []string
+	for _, n := range names {
+		if !IsNative(n) {
+			goNames = append(goNames, n)
+		}
+	}
+	var gb *goBinary
+	if len(goNames) > 0 {
+		var err error
+		if gb, err = openGo(exe); err != nil {
+			return nil, err
+		}
+		defer gb.f.Close()
+		b.GoVersion, b.GoidOff, b.StackHiOff = gb.version, gb.goidOff, gb.stackHiOff
+	}
+	for _, name := range names {
+		var fn Func
+		var err error
+		if IsNative(name) {
+			fn, err = resolveNative(pid, name)
+		} else {
+			fn, err = resolveFunc(gb.ef, gb.tab, name)
+		}
+		if err != nil {
+			return nil, err
+		}
+		b.Funcs = append(b.Funcs, fn)
+	}
+	return b, nil
+}
+
+type goBinary struct {
+	f                   *os.File
+	ef                  *elf.File
+	tab                 *gopclntab.Table
+	version             string
+	goidOff, stackHiOff uint32
+}
+
+func openGo(path string) (*goBinary, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	gb, err := readGo(f, path)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return gb, nil
+}
+
+func readGo(f *os.File, path string) (*goBinary, error) {
 	ef, err := elf.NewFile(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: not an ELF executable: %w", path, err)
@@ -87,15 +143,8 @@ func Resolve(path string, names []string) (*Binary, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	b := &Binary{Path: path, GoVersion: ver, GoidOff: uint32(layout.Offsets.GGoid), StackHiOff: uint32(layout.Offsets.GStackHi)}
-	for _, name := range names {
-		fn, err := resolveFunc(ef, tab, name)
-		if err != nil {
-			return nil, err
-		}
-		b.Funcs = append(b.Funcs, fn)
-	}
-	return b, nil
+	return &goBinary{f: f, ef: ef, tab: tab, version: ver,
+		goidOff: uint32(layout.Offsets.GGoid), stackHiOff: uint32(layout.Offsets.GStackHi)}, nil
 }
 
 func minorNumber(m string) int {

@@ -59,12 +59,21 @@ func Start(bin *Binary, exe string, pid int) (*Session, error) {
 	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
 		return nil, fmt.Errorf("load BPF programs: %w", err)
 	}
-	ex, err := link.OpenExecutable(exe)
-	if err != nil {
-		s.Stop()
-		return nil, fmt.Errorf("open %s: %w", exe, err)
+	var ex *link.Executable
+	if bin.GoVersion != "" {
+		if ex, err = link.OpenExecutable(exe); err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("open %s: %w", exe, err)
+		}
 	}
 	for i, fn := range bin.Funcs {
+		if fn.Lib != "" {
+			if err := s.attachNative(fn, i, pid); err != nil {
+				s.Stop()
+				return nil, err
+			}
+			continue
+		}
 		// RETs first: a call that starts while attaching then finds its RET
 		// probed (at worst it is not timed, never mismatched).
 		for _, off := range fn.RetOffs {
@@ -87,6 +96,26 @@ func (s *Session) attach(ex *link.Executable, prog *ebpf.Program, off uint64, fn
 		return err
 	}
 	s.links = append(s.links, l)
+	return nil
+}
+
+// attachNative puts a uprobe and a uretprobe on a native function.
+func (s *Session) attachNative(fn Func, i, pid int) error {
+	ex, err := link.OpenExecutable(fn.Lib)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", fn.Lib, err)
+	}
+	opts := &link.UprobeOptions{PID: pid, Cookie: uint64(i)}
+	ret, err := ex.Uretprobe(fn.Symbol, s.objs.NatRet, opts)
+	if err != nil {
+		return fmt.Errorf("attach to the return of %s: %w", fn.Name, err)
+	}
+	s.links = append(s.links, ret)
+	entry, err := ex.Uprobe(fn.Symbol, s.objs.NatEntry, opts)
+	if err != nil {
+		return fmt.Errorf("attach to the entry of %s: %w", fn.Name, err)
+	}
+	s.links = append(s.links, entry)
 	return nil
 }
 
@@ -135,11 +164,14 @@ func (s *Session) Snapshot() ([]Snapshot, error) {
 
 // Open returns how many calls are open (entered, not yet returned) now.
 func (s *Session) Open() int {
+	n := 0
 	var k bpf.LatencyGkey
 	var v bpf.LatencyGentry
-	n := 0
-	it := s.objs.Calls.Iterate()
-	for it.Next(&k, &v) {
+	for it := s.objs.Calls.Iterate(); it.Next(&k, &v); {
+		n++
+	}
+	var nk, nv [16]byte
+	for it := s.objs.Ncalls.Iterate(); it.Next(&nk, &nv); {
 		n++
 	}
 	return n
@@ -148,7 +180,7 @@ func (s *Session) Open() int {
 // ProgramStats returns the kernel's run time and run count of the two
 // programs, when BPF statistics are on (kernel.bpf_stats_enabled).
 func (s *Session) ProgramStats() (run time.Duration, runs uint64, ok bool) {
-	for _, p := range []*ebpf.Program{s.objs.LatEntry, s.objs.LatRet} {
+	for _, p := range []*ebpf.Program{s.objs.LatEntry, s.objs.LatRet, s.objs.NatEntry, s.objs.NatRet} {
 		st, err := p.Stats()
 		if err != nil {
 			return 0, 0, false

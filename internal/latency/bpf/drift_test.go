@@ -76,7 +76,7 @@ func generatedFiles(t *testing.T, dir string) []string {
 // TestGeneratedMatchesSource rebuilds the BPF object and its Go bindings
 // exactly as `go generate` does, into a temporary directory, and checks that
 // the committed files are byte for byte what the source produces.
-func TestGeneratedMatchesSource(t *testing.T) {
+func TestLatencyGeneratedMatchesSource(t *testing.T) {
 	clang, err := exec.LookPath("clang")
 	requireTool(t, err == nil, "clang not found")
 	_, err = os.Stat("/usr/include/bpf/bpf_helpers.h")

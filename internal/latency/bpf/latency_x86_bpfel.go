@@ -42,15 +42,30 @@ type LatencyGkey struct {
 	Pad uint32
 }
 
+type LatencyNentry struct {
+	_     structs.HostLayout
+	Start uint64
+	Depth uint64
+}
+
+type LatencyNkey struct {
+	_   structs.HostLayout
+	Tid uint32
+	Fn  uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	LatencyMapCalls      = "calls"
 	LatencyMapHist       = "hist"
+	LatencyMapNcalls     = "ncalls"
 	LatencyMapStats      = "stats"
 	LatencyProgLatEntry  = "lat_entry"
 	LatencyProgLatRet    = "lat_ret"
+	LatencyProgNatEntry  = "nat_entry"
+	LatencyProgNatRet    = "nat_ret"
 	LatencyVarGoidOff    = "goid_off"
 	LatencyVarStackHiOff = "stack_hi_off"
 )
@@ -99,15 +114,18 @@ type LatencySpecs struct {
 type LatencyProgramSpecs struct {
 	LatEntry *ebpf.ProgramSpec `ebpf:"lat_entry"`
 	LatRet   *ebpf.ProgramSpec `ebpf:"lat_ret"`
+	NatEntry *ebpf.ProgramSpec `ebpf:"nat_entry"`
+	NatRet   *ebpf.ProgramSpec `ebpf:"nat_ret"`
 }
 
 // LatencyMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type LatencyMapSpecs struct {
-	Calls *ebpf.MapSpec `ebpf:"calls"`
-	Hist  *ebpf.MapSpec `ebpf:"hist"`
-	Stats *ebpf.MapSpec `ebpf:"stats"`
+	Calls  *ebpf.MapSpec `ebpf:"calls"`
+	Hist   *ebpf.MapSpec `ebpf:"hist"`
+	Ncalls *ebpf.MapSpec `ebpf:"ncalls"`
+	Stats  *ebpf.MapSpec `ebpf:"stats"`
 }
 
 // LatencyVariableSpecs contains global variables before they are loaded into the kernel.
@@ -138,15 +156,17 @@ func (o *LatencyObjects) Close() error {
 //
 // It can be passed to LoadLatencyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type LatencyMaps struct {
-	Calls *ebpf.Map `ebpf:"calls"`
-	Hist  *ebpf.Map `ebpf:"hist"`
-	Stats *ebpf.Map `ebpf:"stats"`
+	Calls  *ebpf.Map `ebpf:"calls"`
+	Hist   *ebpf.Map `ebpf:"hist"`
+	Ncalls *ebpf.Map `ebpf:"ncalls"`
+	Stats  *ebpf.Map `ebpf:"stats"`
 }
 
 func (m *LatencyMaps) Close() error {
 	return _LatencyClose(
 		m.Calls,
 		m.Hist,
+		m.Ncalls,
 		m.Stats,
 	)
 }
@@ -165,12 +185,16 @@ type LatencyVariables struct {
 type LatencyPrograms struct {
 	LatEntry *ebpf.Program `ebpf:"lat_entry"`
 	LatRet   *ebpf.Program `ebpf:"lat_ret"`
+	NatEntry *ebpf.Program `ebpf:"nat_entry"`
+	NatRet   *ebpf.Program `ebpf:"nat_ret"`
 }
 
 func (p *LatencyPrograms) Close() error {
 	return _LatencyClose(
 		p.LatEntry,
 		p.LatRet,
+		p.NatEntry,
+		p.NatRet,
 	)
 }
 

@@ -112,6 +112,18 @@ static __always_inline u32 bucket(u64 d)
 	return (msb - SUB_BITS + 1) * SUB + ((d >> (msb - SUB_BITS)) & (SUB - 1));
 }
 
+static __always_inline void record_call(struct fstat *st, u32 fn, u64 d)
+{
+	st->count++;
+	st->sum_ns += d;
+	if (d > st->max_ns)
+		st->max_ns = d;
+	u32 idx = fn * NBUCKETS + bucket(d);
+	u64 *c = bpf_map_lookup_elem(&hist, &idx);
+	if (c)
+		__sync_fetch_and_add(c, 1);
+}
+
 static __always_inline int read_g(struct pt_regs *ctx, struct gkey *k, u64 *goid, u64 *hi)
 {
 	k->g = ctx->r14;
@@ -182,14 +194,75 @@ int lat_ret(struct pt_regs *ctx)
 		return 0; /* a nested call returns */
 	u64 d = now - e->start;
 	bpf_map_delete_elem(&calls, &k);
-	st->count++;
-	st->sum_ns += d;
-	if (d > st->max_ns)
-		st->max_ns = d;
-	u32 idx = fn * NBUCKETS + bucket(d);
-	u64 *c = bpf_map_lookup_elem(&hist, &idx);
-	if (c)
-		__sync_fetch_and_add(c, 1);
+	record_call(st, fn, d);
+	return 0;
+}
+
+/*
+ * Native functions (lib:symbol): a uprobe at the entry and a uretprobe,
+ * which is safe outside Go code. Calls are keyed by thread; a depth counter
+ * per thread and function times only the outermost call of a recursion.
+ * A call left by longjmp never returns: its entry ages out of the LRU hash.
+ */
+struct nkey {
+	u32 tid;
+	u32 fn;
+};
+
+struct nentry {
+	u64 start;
+	u64 depth;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct nkey);
+	__type(value, struct nentry);
+} ncalls SEC(".maps");
+
+SEC("uprobe")
+int nat_entry(struct pt_regs *ctx)
+{
+	u32 fn = bpf_get_attach_cookie(ctx);
+	struct fstat *st = bpf_map_lookup_elem(&stats, &fn);
+	if (!st)
+		return 0;
+	st->entries++;
+	struct nkey k = {.tid = (u32)bpf_get_current_pid_tgid(), .fn = fn};
+	struct nentry *e = bpf_map_lookup_elem(&ncalls, &k);
+	if (e && e->depth > 0) {
+		e->depth++;
+		st->nested++;
+		return 0;
+	}
+	struct nentry n = {.start = bpf_ktime_get_ns(), .depth = 1};
+	bpf_map_update_elem(&ncalls, &k, &n, BPF_ANY);
+	return 0;
+}
+
+SEC("uretprobe")
+int nat_ret(struct pt_regs *ctx)
+{
+	u64 now = bpf_ktime_get_ns();
+	u32 fn = bpf_get_attach_cookie(ctx);
+	struct fstat *st = bpf_map_lookup_elem(&stats, &fn);
+	if (!st)
+		return 0;
+	st->rets++;
+	struct nkey k = {.tid = (u32)bpf_get_current_pid_tgid(), .fn = fn};
+	struct nentry *e = bpf_map_lookup_elem(&ncalls, &k);
+	if (!e || e->depth == 0) {
+		st->unmatched++;
+		return 0;
+	}
+	if (e->depth > 1) {
+		e->depth--;
+		return 0;
+	}
+	u64 d = now - e->start;
+	bpf_map_delete_elem(&ncalls, &k);
+	record_call(st, fn, d);
 	return 0;
 }
 
