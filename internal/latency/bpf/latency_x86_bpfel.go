@@ -33,6 +33,7 @@ type LatencyGentry struct {
 	Start   uint64
 	SpOff   uint64
 	StackHi uint64
+	RetAddr uint64
 }
 
 type LatencyGkey struct {

@@ -15,8 +15,11 @@
  * The frame is identified by its distance from the top of the goroutine's
  * stack (g.stack.hi - sp at the entry, which is also sp at each RET): the
  * runtime copies stacks but keeps that distance. So:
- *   - an entry deeper than the open call's frame is recursion: only the
- *     outermost call is timed (nested calls are counted);
+ *   - an entry deeper than the open call's frame is recursion, if the open
+ *     frame still holds its return address: only the outermost call is
+ *     timed (nested calls are counted). If it does not, the open call was
+ *     unwound (a panic recovered above it) and the stack reused: it is
+ *     replaced and counted as abandoned;
  *   - an entry at the same distance, or shallower, means the open call
  *     never returned (a panic unwound it): it is replaced and counted as
  *     abandoned;
@@ -53,6 +56,7 @@ struct gentry {
 	u64 start;    /* bpf_ktime_get_ns at the entry */
 	u64 sp_off;   /* g.stack.hi - sp at the entry */
 	u64 stack_hi; /* g.stack.hi at the entry (for debugging) */
+	u64 ret_addr; /* the return address at the entry: [sp] */
 };
 
 /* Per function, per CPU; user space sums (and takes the max of) the CPUs. */
@@ -155,7 +159,9 @@ int lat_entry(struct pt_regs *ctx)
 	struct gentry *e = bpf_map_lookup_elem(&calls, &k);
 	if (e) {
 		if (e->goid == goid) {
-			if (sp_off > e->sp_off) {
+			u64 ra = 0;
+			if (sp_off > e->sp_off && !bpf_probe_read_user(&ra, sizeof(ra), (void *)(hi - e->sp_off)) &&
+			    ra == e->ret_addr) {
 				st->nested++;
 				return 0;
 			}
@@ -164,7 +170,12 @@ int lat_entry(struct pt_regs *ctx)
 			st->reused++;
 		}
 	}
-	struct gentry n = {.goid = goid, .start = bpf_ktime_get_ns(), .sp_off = sp_off, .stack_hi = hi};
+	struct gentry n = {.goid = goid, .sp_off = sp_off, .stack_hi = hi};
+	if (bpf_probe_read_user(&n.ret_addr, sizeof(n.ret_addr), (void *)ctx->rsp)) {
+		st->read_errs++;
+		return 0;
+	}
+	n.start = bpf_ktime_get_ns();
 	bpf_map_update_elem(&calls, &k, &n, BPF_ANY);
 	return 0;
 }

@@ -1,7 +1,8 @@
 // Command target is the ground truth of wallprof latency's tests: many
 // goroutines call main.handle, which sleeps a known mix of durations,
 // recurses through big frames in some calls (so the runtime copies the
-// stack mid-call) and panics in a few; the program times each call itself
+// stack mid-call) and panics in a few (the call after a panic is made from
+// a deeper frame); the program times each call itself
 // and writes the durations' count and percentiles as JSON at exit.
 //
 // It waits for SIGUSR1 (or -nowait) before the first call, so that the
@@ -50,6 +51,18 @@ func double(x int) int { return 2*x + 1 }
 
 //go:noinline
 func trivial(x int) int { return x + 1 }
+
+// deeper calls call from a deeper frame: after a panic, the next call of
+// handle is made deeper in the stack than the one the panic unwound, over
+// stack memory that frame used.
+//
+//go:noinline
+func deeper(i int) (time.Duration, bool) {
+	var pad [512]byte
+	pad[i%len(pad)] = 1
+	d, ok := call(i)
+	return d + time.Duration(pad[(i+1)%len(pad)]), ok
+}
 
 // call times one call of handle; ok is false if it panicked.
 func call(i int) (d time.Duration, ok bool) {
@@ -124,12 +137,20 @@ func run(calls, gs int) truth {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			panicked := false
 			for {
 				i := int(next.Add(1)) - 1
 				if i >= calls {
 					return
 				}
-				if d, ok := call(i); ok {
+				d, ok := time.Duration(0), false
+				if panicked {
+					d, ok = deeper(i)
+				} else {
+					d, ok = call(i)
+				}
+				panicked = !ok
+				if ok {
 					durs[g] = append(durs[g], d)
 				} else {
 					panics.Add(1)
