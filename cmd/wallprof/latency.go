@@ -138,6 +138,14 @@ func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	rep.Cost.PerHitNs = int64(latency.ProbeHitCost)
 	rep.Cost.EstimatedNs = int64(rep.Cost.ProbeHits) * rep.Cost.PerHitNs
 	rep.Cost.OpenCallsAtEnd = sess.Open()
+	for _, r := range rep.Functions {
+		if r.Unmatched > 0 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: %d returns had no entry: calls already running when the probes were attached, or entries lost when more than %d calls were open at once", r.Name, r.Unmatched, latency.MaxOpenCalls))
+		}
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(stderr, "wallprof latency: note: %s.\n", n)
+	}
 	if run, runs, ok := sess.ProgramStats(); ok {
 		rep.Cost.BPFRunNs, rep.Cost.BPFRuns = int64(run), runs
 	}

@@ -11,6 +11,11 @@ import (
 	"github.com/wallprof/wallprof/internal/latency/bpf"
 )
 
+// MaxOpenCalls is the size of the kernel's table of open calls (an LRU
+// hash): beyond it the least recently entered are lost, and their returns
+// are counted as unmatched.
+const MaxOpenCalls = 65536
+
 // Counters are a function's event counts, summed over CPUs.
 type Counters struct {
 	Count     uint64        // calls timed
