@@ -85,6 +85,12 @@ var usageErrors = map[string][][]string{
 		{"--otlp", "http://127.0.0.1:4318", "-p", "1", "extra"},
 		{"--config", "/nonexistent/agent.yaml"},
 	},
+	"latency": {
+		{"main.handle"},
+		{"-p", "1"},
+		{"-p", "1", "--duration", "-1s", "main.handle"},
+		{"-p", "1", "--bogus", "main.handle"},
+	},
 	"top": {
 		{"-p", "1", "--interval", "10ms"},
 		{"-p", "1", "extra"},

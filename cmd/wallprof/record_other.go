@@ -21,6 +21,7 @@ func init() {
 		{"record", "  wallprof record [flags] -p PID            record a running process (Linux on x86-64 only)\n", 10},
 		{"top", "  wallprof top [flags] -p PID               live view of a process (Linux on x86-64 only)\n", 15},
 		{"dump", "  wallprof dump [flags] -p PID              every thread's stack now (Linux on x86-64 only)\n", 16},
+		{"latency", "  wallprof latency [flags] -p PID FUNC...   call durations of a function, safely (Linux on x86-64 only)\n", 18},
 		{"agent", "  wallprof agent [flags]                    continuous profiling, pushed to OTLP or Pyroscope (Linux on x86-64 only)\n", 17},
 		{"run", "  wallprof run [flags] -- SERVER [ARGS]     the whole investigation of a Go server (Linux on x86-64 only)\n", 85},
 	} {

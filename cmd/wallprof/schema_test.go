@@ -18,6 +18,7 @@ import (
 	"github.com/wallprof/wallprof/internal/dump"
 	"github.com/wallprof/wallprof/internal/goruntime/escapes"
 	"github.com/wallprof/wallprof/internal/goruntime/gctrace"
+	"github.com/wallprof/wallprof/internal/latency"
 	"github.com/wallprof/wallprof/internal/load"
 	"github.com/wallprof/wallprof/internal/present"
 	"github.com/wallprof/wallprof/internal/runreport"
@@ -31,6 +32,7 @@ var schemaDir = filepath.Join("..", "..", "doc", "schemas")
 var schemaIDs = []string{
 	present.ReportFormat, present.DiffFormat, present.GoroutinesFormat,
 	load.Format, gctrace.Format, escapes.Format, runreport.Format, dump.Format, recordFormat,
+	latency.Format,
 }
 
 func schemaFile(id string) string { return strings.ReplaceAll(id, "/", ".") + ".json" }
@@ -184,6 +186,20 @@ func schemaOutputs(t *testing.T) map[string][]byte {
 		t.Fatal(err)
 	}
 	out["record --json"] = bytes.Clone(b.Bytes())
+
+	b.Reset()
+	var snap latency.Snapshot
+	snap.Counters = latency.Counters{Count: 3, Sum: 6 * time.Millisecond, Max: 3 * time.Millisecond, Nested: 1}
+	for _, d := range []uint64{1e6, 2e6, 3e6} {
+		snap.Hist[latency.BucketOf(d)]++
+	}
+	fn := latency.Func{Name: "main.handle", Entry: 0x4000, Probe: 0x4012, Rets: []uint64{0x4080}}
+	lrep := &latency.Report{PID: 1, Program: "/srv/app", GoVersion: "go1.26.8", DurationNs: 1e9, Recursion: "outermost",
+		Functions: []latency.FuncReport{latency.FuncReportOf(fn, snap)}, Cost: latency.CostReport{Probes: 2, ProbeHits: 7}}
+	if err := latency.WriteJSON(&b, lrep); err != nil {
+		t.Fatal(err)
+	}
+	out["latency.WriteJSON"] = bytes.Clone(b.Bytes())
 
 	goldens, _ := filepath.Glob(filepath.Join("..", "..", "internal", "present", "testdata", "*.json"))
 	more, _ := filepath.Glob(filepath.Join(logs, "*.json"))

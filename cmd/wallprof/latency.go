@@ -1,0 +1,230 @@
+//go:build linux && amd64
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wallprof/wallprof/internal/latency"
+	"github.com/wallprof/wallprof/internal/linux"
+)
+
+const latencyUsage = `Usage:
+  wallprof latency [flags] -p PID FUNCTION...
+  wallprof latency [flags] -p PID LIB:SYMBOL...
+
+Measures how long calls of Go functions take in a running process, and
+shows a histogram of their durations with the count, p50, p90, p99 and
+max, per function, refreshed every second (plain lines when stdout is not
+a terminal), until Ctrl-C, --duration or the process's exit. With --json
+it prints one JSON document (wallprof.latency/v1) at the end instead.
+
+FUNCTION is a Go function's full name, as in a stack trace:
+main.handle, main.(*Index).Search, net/http.(*conn).serve. The program
+may be stripped: functions are found in its .gopclntab. Each function gets
+a uprobe at its entry and at each of its RET instructions (never a
+uretprobe, which would corrupt the goroutine's stack). Only the outermost
+call of a recursion is timed; a call that panics is not timed. A function
+that is inlined everywhere cannot be measured. Go 1.17+ on amd64.
+
+A native function is named lib:symbol (libc.so.6:getaddrinfo, libc:malloc,
+/opt/lib/libfoo.so:foo_run), in any library the process has mapped; it
+gets a uprobe and a uretprobe and is timed per thread, the outermost call
+of a recursion only.
+
+Each probe hit costs the calling goroutine about 15 µs (measured on a
+2-vCPU VM; see BENCHMARKS.md): measure functions that take much longer,
+or are called less than ~1,000 times a second. The cost is printed at the end.
+
+Needs root, or CAP_BPF and CAP_PERFMON, and a kernel (5.18+) with BTF.
+
+Flags:
+`
+
+func init() {
+	commands["latency"] = command{order: 18, run: runLatency,
+		usage: "  wallprof latency [flags] -p PID FUNC...   how long calls of Go functions take: histogram, p50/p90/p99\n"}
+}
+
+type latencyFlags struct {
+	pid       int
+	duration  time.Duration
+	interval  time.Duration
+	json      bool
+	plain     bool
+	functions []string
+}
+
+func parseLatencyFlags(args []string, stdout, stderr io.Writer) (*latencyFlags, int, bool) {
+	f := &latencyFlags{}
+	fs := newCmdFlags("latency", latencyUsage, stdout, stderr)
+	fs.IntVar(&f.pid, "p", 0, "measure the running process `PID`")
+	fs.IntVar(&f.pid, "pid", 0, "same as -p")
+	fs.DurationVar(&f.duration, "duration", 0, "stop after `DURATION` (default: at Ctrl-C or when the process exits)")
+	fs.DurationVar(&f.interval, "interval", time.Second, "refresh the display every `DURATION`")
+	fs.BoolVar(&f.json, "json", false, "print one JSON document (schema wallprof.latency/v1) at the end, and nothing live")
+	fs.BoolVar(&f.plain, "plain", false, "print plain lines, even on a terminal")
+	if code, done := fs.parse(args); done {
+		return nil, code, true
+	}
+	f.functions = fs.Args()
+	switch {
+	case f.pid <= 0:
+		return nil, fs.usageError("give the process to measure with -p PID"), true
+	case len(f.functions) == 0:
+		return nil, fs.usageError("name at least one function to measure, e.g. main.handle"), true
+	case len(f.functions) > latency.MaxFuncs:
+		return nil, fs.usageError("at most %d functions at once", latency.MaxFuncs), true
+	case f.duration < 0 || f.interval <= 0:
+		return nil, fs.usageError("--duration and --interval must be positive"), true
+	}
+	return f, exitOK, false
+}
+
+func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	f, code, done := parseLatencyFlags(args, stdout, stderr)
+	if done {
+		return code
+	}
+	fail := func(format string, a ...any) int {
+		msg := strings.TrimSuffix(fmt.Sprintf(format, a...), ".")
+		fmt.Fprintf(stderr, "wallprof latency: %s.\n", msg)
+		return exitError
+	}
+	if !linux.ProcessExists(f.pid) {
+		return fail("no process with PID %d is running", f.pid)
+	}
+	exe := "/proc/" + strconv.Itoa(f.pid) + "/exe"
+	path, _ := os.Readlink(exe)
+	bin, err := latency.Resolve(exe, f.pid, f.functions)
+	if err != nil {
+		if errors.Is(err, latency.ErrRefused) {
+			_, msg, _ := strings.Cut(err.Error(), ": ")
+			if path != "" {
+				msg = strings.ReplaceAll(msg, exe, path)
+			}
+			return fail("%s", msg)
+		}
+		return fail("%v", err)
+	}
+	if msg := preflight(); msg != "" {
+		return fail("%s", msg)
+	}
+	sess, err := latency.Start(bin, exe, f.pid)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer sess.Stop()
+	fmt.Fprintf(stderr, "wallprof latency: %d probes on %d functions of process %d; Ctrl-C to stop.\n",
+		sess.Probes(), len(bin.Funcs), f.pid)
+	start := time.Now()
+	exited := waitLatency(ctx, f, sess, bin, start, stdout)
+	snaps, err := sess.Snapshot()
+	if err != nil {
+		return fail("%v", err)
+	}
+	rep := latency.Report{PID: f.pid, Program: path, GoVersion: bin.GoVersion, DurationNs: int64(time.Since(start)),
+		TargetExited: exited, Recursion: "outermost"}
+	for i, s := range snaps {
+		rep.Functions = append(rep.Functions, latency.FuncReportOf(bin.Funcs[i], s))
+		rep.Cost.ProbeHits += s.Counters.Hits
+	}
+	rep.Cost.Probes = sess.Probes()
+	rep.Cost.PerHitNs = int64(latency.ProbeHitCost)
+	rep.Cost.EstimatedNs = int64(rep.Cost.ProbeHits) * rep.Cost.PerHitNs
+	rep.Cost.OpenCallsAtEnd = sess.Open()
+	for _, r := range rep.Functions {
+		if r.Unmatched > 0 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: %d returns had no entry: calls already running when the probes were attached, or entries lost when more than %d calls were open at once", r.Name, r.Unmatched, latency.MaxOpenCalls))
+		}
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(stderr, "wallprof latency: note: %s.\n", n)
+	}
+	if run, runs, ok := sess.ProgramStats(); ok {
+		rep.Cost.BPFRunNs, rep.Cost.BPFRuns = int64(run), runs
+	}
+	if f.json {
+		if err := latency.WriteJSON(stdout, &rep); err != nil {
+			return fail("%v", err)
+		}
+	} else {
+		if isTerminal(stdout) && !f.plain {
+			fmt.Fprint(stdout, "\x1b[H\x1b[2J")
+		}
+		for _, r := range rep.Functions {
+			latency.WriteText(stdout, r)
+		}
+	}
+	if exited {
+		fmt.Fprintf(stderr, "wallprof latency: process %d exited.\n", f.pid)
+	}
+	fmt.Fprintf(stderr, "wallprof latency: cost: %d probe hits, ~%v each to the calling thread (uprobe trap and BPF program, see BENCHMARKS.md): ~%v of the target's time in %v.\n",
+		rep.Cost.ProbeHits, latency.ProbeHitCost, time.Duration(rep.Cost.EstimatedNs).Round(time.Microsecond), time.Duration(rep.DurationNs).Round(time.Millisecond))
+	return exitOK
+}
+
+// waitLatency shows the histograms every interval until ctx ends, the
+// duration passes or the process exits (then it returns true).
+func waitLatency(ctx context.Context, f *latencyFlags, sess *latency.Session, bin *latency.Binary, start time.Time, stdout io.Writer) bool {
+	tick := time.NewTicker(min(f.interval, 200*time.Millisecond))
+	defer tick.Stop()
+	var deadline <-chan time.Time
+	if f.duration > 0 {
+		t := time.NewTimer(f.duration)
+		defer t.Stop()
+		deadline = t.C
+	}
+	live := !f.json
+	tty := isTerminal(stdout) && !f.plain
+	lastShow := start
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline:
+			return false
+		case <-tick.C:
+		}
+		if !processRunning(f.pid) {
+			return true
+		}
+		if !live || time.Since(lastShow) < f.interval {
+			continue
+		}
+		lastShow = time.Now()
+		snaps, err := sess.Snapshot()
+		if err != nil {
+			continue
+		}
+		if tty {
+			fmt.Fprint(stdout, "\x1b[H\x1b[2J")
+		}
+		for i, s := range snaps {
+			r := latency.FuncReportOf(bin.Funcs[i], s)
+			if tty {
+				latency.WriteText(stdout, r)
+			} else {
+				latency.WriteLine(stdout, time.Since(start), r)
+			}
+		}
+	}
+}
+
+// processRunning reports whether pid exists and is not a zombie.
+func processRunning(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
+}

@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * wallprof latency: how long calls of Go functions take.
+ *
+ * One uprobe at a function's entry (lat_entry: right after the prologue's
+ * stack check, so that a re-entry after morestack does not fire it again)
+ * and one at each of its RET
+ * instructions (lat_ret), never a uretprobe: a uretprobe rewrites the return
+ * address on the goroutine's stack, which the Go runtime copies and unwinds.
+ * The attach cookie is the function's index (< MAX_FUNCS).
+ *
+ * A call is keyed by its goroutine: the g pointer (r14 in Go's ABIInternal
+ * on amd64) and the function, with the goroutine id read from g in the
+ * value, so that a g reused by a new goroutine never matches an old entry.
+ * The frame is identified by its distance from the top of the goroutine's
+ * stack (g.stack.hi - sp at the entry, which is also sp at each RET): the
+ * runtime copies stacks but keeps that distance. So:
+ *   - an entry deeper than the open call's frame is recursion, if the open
+ *     frame still holds its return address: only the outermost call is
+ *     timed (nested calls are counted). If it does not, the open call was
+ *     unwound (a panic recovered above it) and the stack reused: it is
+ *     replaced and counted as abandoned;
+ *   - an entry at the same distance, or shallower, means the open call
+ *     never returned (a panic unwound it): it is replaced and counted as
+ *     abandoned;
+ *   - a RET at the open frame's distance ends the call; a RET deeper is a
+ *     nested call's.
+ * Entries live in an LRU hash: goroutines that exit mid-call age out.
+ */
+#include <linux/bpf.h>
+#include <asm/ptrace.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+typedef __u32 u32;
+typedef __u64 u64;
+
+#define MAX_FUNCS 8
+#define SUB_BITS 6
+#define SUB (1 << SUB_BITS)
+#define MAX_MSB 40
+#define NBUCKETS ((MAX_MSB - SUB_BITS + 2) * SUB) /* 2304 */
+
+/* Set by user space before loading. */
+volatile const u32 goid_off;     /* offset of g.goid */
+volatile const u32 stack_hi_off; /* offset of g.stack.hi */
+
+struct gkey {
+	u64 g;
+	u32 fn;
+	u32 pad;
+};
+
+struct gentry {
+	u64 goid;
+	u64 start;    /* bpf_ktime_get_ns at the entry */
+	u64 sp_off;   /* g.stack.hi - sp at the entry */
+	u64 stack_hi; /* g.stack.hi at the entry (for debugging) */
+	u64 ret_addr; /* the return address at the entry: [sp] */
+};
+
+/* Per function, per CPU; user space sums (and takes the max of) the CPUs. */
+struct fstat {
+	u64 count;     /* calls timed */
+	u64 sum_ns;    /* their total duration */
+	u64 max_ns;    /* the longest */
+	u64 nested;    /* recursive entries inside a timed call, not timed */
+	u64 abandoned; /* open calls of the same goroutine that never returned (panic) */
+	u64 reused;    /* open calls of an earlier goroutine whose g was reused */
+	u64 unmatched; /* RETs with no open call: begun before attach, or evicted */
+	u64 read_errs; /* g could not be read */
+	u64 entries;   /* entry probe hits */
+	u64 rets;      /* RET probe hits */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct gkey);
+	__type(value, struct gentry);
+} calls SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_FUNCS);
+	__type(key, u32);
+	__type(value, struct fstat);
+} stats SEC(".maps");
+
+/* Histogram: MAX_FUNCS x NBUCKETS counters (see bucket), memory-mapped
+ * by user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, MAX_FUNCS * NBUCKETS);
+	__type(key, u32);
+	__type(value, u64);
+} hist SEC(".maps");
+
+/* bucket: durations below 64 ns have their own bucket; above, each power
+ * of two is split into 64 equal sub-buckets (relative width <= 1/64). */
+static __always_inline u32 bucket(u64 d)
+{
+	if (d < SUB)
+		return d;
+	u32 msb = 0;
+	u64 v = d;
+	if (v >> 32) { v >>= 32; msb += 32; }
+	if (v >> 16) { v >>= 16; msb += 16; }
+	if (v >> 8) { v >>= 8; msb += 8; }
+	if (v >> 4) { v >>= 4; msb += 4; }
+	if (v >> 2) { v >>= 2; msb += 2; }
+	if (v >> 1) { msb += 1; }
+	if (msb > MAX_MSB)
+		return NBUCKETS - 1;
+	return (msb - SUB_BITS + 1) * SUB + ((d >> (msb - SUB_BITS)) & (SUB - 1));
+}
+
+static __always_inline void record_call(struct fstat *st, u32 fn, u64 d)
+{
+	st->count++;
+	st->sum_ns += d;
+	if (d > st->max_ns)
+		st->max_ns = d;
+	u32 idx = fn * NBUCKETS + bucket(d);
+	u64 *c = bpf_map_lookup_elem(&hist, &idx);
+	if (c)
+		__sync_fetch_and_add(c, 1);
+}
+
+static __always_inline int read_g(struct pt_regs *ctx, struct gkey *k, u64 *goid, u64 *hi)
+{
+	k->g = ctx->r14;
+	k->pad = 0;
+	if (!k->g)
+		return -1;
+	if (bpf_probe_read_user(goid, sizeof(*goid), (void *)(k->g + goid_off)))
+		return -1;
+	if (bpf_probe_read_user(hi, sizeof(*hi), (void *)(k->g + stack_hi_off)))
+		return -1;
+	return 0;
+}
+
+SEC("uprobe")
+int lat_entry(struct pt_regs *ctx)
+{
+	u32 fn = bpf_get_attach_cookie(ctx);
+	struct fstat *st = bpf_map_lookup_elem(&stats, &fn);
+	if (!st)
+		return 0;
+	st->entries++;
+	struct gkey k = {.fn = fn};
+	u64 goid, hi;
+	if (read_g(ctx, &k, &goid, &hi)) {
+		st->read_errs++;
+		return 0;
+	}
+	u64 sp_off = hi - ctx->rsp;
+	struct gentry *e = bpf_map_lookup_elem(&calls, &k);
+	if (e) {
+		if (e->goid == goid) {
+			u64 ra = 0;
+			if (sp_off > e->sp_off && !bpf_probe_read_user(&ra, sizeof(ra), (void *)(hi - e->sp_off)) &&
+			    ra == e->ret_addr) {
+				st->nested++;
+				return 0;
+			}
+			st->abandoned++;
+		} else {
+			st->reused++;
+		}
+	}
+	struct gentry n = {.goid = goid, .sp_off = sp_off, .stack_hi = hi};
+	if (bpf_probe_read_user(&n.ret_addr, sizeof(n.ret_addr), (void *)ctx->rsp)) {
+		st->read_errs++;
+		return 0;
+	}
+	n.start = bpf_ktime_get_ns();
+	bpf_map_update_elem(&calls, &k, &n, BPF_ANY);
+	return 0;
+}
+
+SEC("uprobe")
+int lat_ret(struct pt_regs *ctx)
+{
+	u64 now = bpf_ktime_get_ns();
+	u32 fn = bpf_get_attach_cookie(ctx);
+	struct fstat *st = bpf_map_lookup_elem(&stats, &fn);
+	if (!st)
+		return 0;
+	st->rets++;
+	struct gkey k = {.fn = fn};
+	u64 goid, hi;
+	if (read_g(ctx, &k, &goid, &hi)) {
+		st->read_errs++;
+		return 0;
+	}
+	u64 sp_off = hi - ctx->rsp;
+	struct gentry *e = bpf_map_lookup_elem(&calls, &k);
+	if (!e || e->goid != goid || sp_off < e->sp_off) {
+		st->unmatched++;
+		return 0;
+	}
+	if (sp_off > e->sp_off)
+		return 0; /* a nested call returns */
+	u64 d = now - e->start;
+	bpf_map_delete_elem(&calls, &k);
+	record_call(st, fn, d);
+	return 0;
+}
+
+/*
+ * Native functions (lib:symbol): a uprobe at the entry and a uretprobe,
+ * which is safe outside Go code. Calls are keyed by thread; a depth counter
+ * per thread and function times only the outermost call of a recursion.
+ * A call left by longjmp never returns: its entry ages out of the LRU hash.
+ */
+struct nkey {
+	u32 tid;
+	u32 fn;
+};
+
+struct nentry {
+	u64 start;
+	u64 depth;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct nkey);
+	__type(value, struct nentry);
+} ncalls SEC(".maps");
+
+SEC("uprobe")
+int nat_entry(struct pt_regs *ctx)
+{
+	u32 fn = bpf_get_attach_cookie(ctx);
+	struct fstat *st = bpf_map_lookup_elem(&stats, &fn);
+	if (!st)
+		return 0;
+	st->entries++;
+	struct nkey k = {.tid = (u32)bpf_get_current_pid_tgid(), .fn = fn};
+	struct nentry *e = bpf_map_lookup_elem(&ncalls, &k);
+	if (e && e->depth > 0) {
+		e->depth++;
+		st->nested++;
+		return 0;
+	}
+	struct nentry n = {.start = bpf_ktime_get_ns(), .depth = 1};
+	bpf_map_update_elem(&ncalls, &k, &n, BPF_ANY);
+	return 0;
+}
+
+SEC("uretprobe")
+int nat_ret(struct pt_regs *ctx)
+{
+	u64 now = bpf_ktime_get_ns();
+	u32 fn = bpf_get_attach_cookie(ctx);
+	struct fstat *st = bpf_map_lookup_elem(&stats, &fn);
+	if (!st)
+		return 0;
+	st->rets++;
+	struct nkey k = {.tid = (u32)bpf_get_current_pid_tgid(), .fn = fn};
+	struct nentry *e = bpf_map_lookup_elem(&ncalls, &k);
+	if (!e || e->depth == 0) {
+		st->unmatched++;
+		return 0;
+	}
+	if (e->depth > 1) {
+		e->depth--;
+		return 0;
+	}
+	u64 d = now - e->start;
+	bpf_map_delete_elem(&ncalls, &k);
+	record_call(st, fn, d);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

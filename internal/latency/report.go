@@ -1,0 +1,152 @@
+package latency
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Format is the schema id of the JSON output (doc/schemas).
+const Format = "wallprof.latency/v1"
+
+// ProbeHitCost is what one probe hit costs the thread that hits it: the
+// uprobe trap into the kernel and back, and the BPF program. Measured with
+// bench/latency (a tight loop calling a trivial function, with and without
+// probes) on this project's 2-vCPU test VM; BENCHMARKS.md has the numbers.
+const ProbeHitCost = 15 * time.Microsecond
+
+// Report is the JSON output of wallprof latency.
+type Report struct {
+	Format       string       `json:"format"`
+	PID          int          `json:"pid"`
+	Program      string       `json:"program"`
+	GoVersion    string       `json:"go_version"`
+	DurationNs   int64        `json:"duration_ns"`
+	TargetExited bool         `json:"target_exited"`
+	Recursion    string       `json:"recursion"`
+	Functions    []FuncReport `json:"functions"`
+	Cost         CostReport   `json:"cost"`
+	Notes        []string     `json:"notes,omitempty"`
+}
+
+// FuncReport is one function's calls.
+type FuncReport struct {
+	Name        string   `json:"name"`
+	EntryAddr   string   `json:"entry_addr"`
+	RetSites    int      `json:"ret_sites"`
+	InlinedInto []string `json:"inlined_into,omitempty"`
+	Count       uint64   `json:"count"`
+	SumNs       int64    `json:"sum_ns"`
+	MeanNs      int64    `json:"mean_ns"`
+	P50Ns       int64    `json:"p50_ns"`
+	P90Ns       int64    `json:"p90_ns"`
+	P99Ns       int64    `json:"p99_ns"`
+	P999Ns      int64    `json:"p999_ns"`
+	MaxNs       int64    `json:"max_ns"`
+	Nested      uint64   `json:"nested"`
+	ProbeAddr   string   `json:"entry_probe_addr"`
+	Abandoned   uint64   `json:"abandoned"`
+	GReused     uint64   `json:"g_reused"`
+	Unmatched   uint64   `json:"unmatched_returns"`
+	ReadErrors  uint64   `json:"read_errors"`
+	Buckets     []Bucket `json:"buckets"`
+}
+
+// Bucket is one power of two of the histogram: calls that took [lo, hi).
+type Bucket struct {
+	LoNs  int64  `json:"lo_ns"`
+	HiNs  int64  `json:"hi_ns"`
+	Count uint64 `json:"count"`
+}
+
+// CostReport is what the probes cost the target.
+type CostReport struct {
+	Probes         int    `json:"probes"`
+	ProbeHits      uint64 `json:"probe_hits"`
+	PerHitNs       int64  `json:"per_hit_ns"`
+	EstimatedNs    int64  `json:"estimated_target_ns"`
+	BPFRunNs       int64  `json:"bpf_run_ns,omitempty"`
+	BPFRuns        uint64 `json:"bpf_runs,omitempty"`
+	OpenCallsAtEnd int    `json:"open_calls_at_end"`
+}
+
+// FuncReportOf summarises one snapshot.
+func FuncReportOf(fn Func, s Snapshot) FuncReport {
+	c := s.Counters
+	r := FuncReport{Name: fn.Name, EntryAddr: fmt.Sprintf("%#x", fn.Entry), RetSites: len(fn.Rets), InlinedInto: fn.InlinedToo,
+		Count: c.Count, SumNs: int64(c.Sum), MaxNs: int64(c.Max), Nested: c.Nested, ProbeAddr: fmt.Sprintf("%#x", fn.Probe),
+		Abandoned: c.Abandoned, GReused: c.Reused, Unmatched: c.Unmatched, ReadErrors: c.ReadErrs, Buckets: []Bucket{}}
+	if c.Count > 0 {
+		r.MeanNs = int64(c.Sum) / int64(c.Count)
+	}
+	h := &s.Hist
+	r.P50Ns, r.P90Ns, r.P99Ns, r.P999Ns = int64(h.Quantile(0.5)), int64(h.Quantile(0.9)), int64(h.Quantile(0.99)), int64(h.Quantile(0.999))
+	for k, n := range h.Log2() {
+		if n > 0 {
+			lo := int64(1) << k
+			if k == 0 {
+				lo = 0
+			}
+			r.Buckets = append(r.Buckets, Bucket{LoNs: lo, HiNs: int64(1) << (k + 1), Count: n})
+		}
+	}
+	return r
+}
+
+// WriteJSON writes r, indented.
+func WriteJSON(w io.Writer, r *Report) error {
+	r.Format = Format
+	e := json.NewEncoder(w)
+	e.SetIndent("", "  ")
+	return e.Encode(r)
+}
+
+// WriteText writes one function's summary line and its log2 histogram.
+func WriteText(w io.Writer, r FuncReport) {
+	fmt.Fprintf(w, "%s: %d calls  p50 %s  p90 %s  p99 %s  max %s", r.Name, r.Count,
+		dur(r.P50Ns), dur(r.P90Ns), dur(r.P99Ns), dur(r.MaxNs))
+	var extra []string
+	if r.Nested > 0 {
+		extra = append(extra, fmt.Sprintf("%d nested calls not timed", r.Nested))
+	}
+	if r.Abandoned > 0 {
+		extra = append(extra, fmt.Sprintf("%d never returned", r.Abandoned))
+	}
+	if len(extra) > 0 {
+		fmt.Fprintf(w, "  (%s)", strings.Join(extra, ", "))
+	}
+	fmt.Fprintln(w)
+	var top uint64
+	for _, b := range r.Buckets {
+		top = max(top, b.Count)
+	}
+	for _, b := range r.Buckets {
+		bar := int(40 * b.Count / top)
+		if bar == 0 && b.Count > 0 {
+			bar = 1
+		}
+		fmt.Fprintf(w, "  %9s - %-9s %10d |%-40s|\n", dur(b.LoNs), dur(b.HiNs), b.Count, strings.Repeat("#", bar))
+	}
+}
+
+// WriteLine writes one function's summary as one plain line.
+func WriteLine(w io.Writer, at time.Duration, r FuncReport) {
+	fmt.Fprintf(w, "%6.1fs %s count=%d p50=%s p90=%s p99=%s max=%s\n", at.Seconds(), r.Name, r.Count,
+		dur(r.P50Ns), dur(r.P90Ns), dur(r.P99Ns), dur(r.MaxNs))
+}
+
+// dur prints ns with three significant digits.
+func dur(ns int64) string {
+	d := time.Duration(ns)
+	switch {
+	case d < time.Microsecond:
+		return fmt.Sprintf("%dns", ns)
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.3gµs", float64(ns)/1e3)
+	case d < time.Second:
+		return fmt.Sprintf("%.3gms", float64(ns)/1e6)
+	}
+	return fmt.Sprintf("%.3gs", d.Seconds())
+}

@@ -1,0 +1,207 @@
+package latency
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/wallprof/wallprof/internal/latency/bpf"
+)
+
+// MaxOpenCalls is the size of the kernel's table of open calls (an LRU
+// hash): beyond it the least recently entered are lost, and their returns
+// are counted as unmatched.
+const MaxOpenCalls = 65536
+
+// Counters are a function's event counts, summed over CPUs.
+type Counters struct {
+	Count     uint64        // calls timed
+	Sum       time.Duration // their total duration
+	Max       time.Duration // the longest
+	Nested    uint64        // recursive calls inside a timed call (not timed)
+	Abandoned uint64        // calls that never returned (a panic unwound them)
+	Reused    uint64        // open calls of goroutines that exited, whose g was reused
+	Unmatched uint64        // RETs without an entry: begun before the probes, or evicted
+	ReadErrs  uint64        // probe hits where g could not be read
+	Hits      uint64        // probe hits (entries and RETs)
+}
+
+// Snapshot is one function's histogram and counters at one time.
+type Snapshot struct {
+	Func     string
+	Counters Counters
+	Hist     Hist
+}
+
+// Session is the probes on one process.
+type Session struct {
+	bin   *Binary
+	objs  bpf.LatencyObjects
+	links []link.Link
+}
+
+// Start loads the BPF programs and attaches them to the functions of bin in
+// process pid (exe is the path to open the executable through, such as
+// /proc/PID/exe).
+func Start(bin *Binary, exe string, pid int) (*Session, error) {
+	if len(bin.Funcs) > MaxFuncs {
+		return nil, fmt.Errorf("at most %d functions at once", MaxFuncs)
+	}
+	spec, err := bpf.LoadLatency()
+	if err != nil {
+		return nil, fmt.Errorf("load BPF spec: %w", err)
+	}
+	if err := spec.Variables["goid_off"].Set(bin.GoidOff); err != nil {
+		return nil, err
+	}
+	if err := spec.Variables["stack_hi_off"].Set(bin.StackHiOff); err != nil {
+		return nil, err
+	}
+	s := &Session{bin: bin}
+	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
+		return nil, fmt.Errorf("load BPF programs: %w", err)
+	}
+	var ex *link.Executable
+	if bin.GoVersion != "" {
+		if ex, err = link.OpenExecutable(exe); err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("open %s: %w", exe, err)
+		}
+	}
+	for i, fn := range bin.Funcs {
+		if fn.Lib != "" {
+			if err := s.attachNative(fn, i, pid); err != nil {
+				s.Stop()
+				return nil, err
+			}
+			continue
+		}
+		// RETs first: a call that starts while attaching then finds its RET
+		// probed (at worst it is not timed, never mismatched).
+		for _, off := range fn.RetOffs {
+			if err := s.attach(ex, s.objs.LatRet, off, i, pid); err != nil {
+				s.Stop()
+				return nil, fmt.Errorf("attach to a RET of %s at %#x: %w", fn.Name, off, err)
+			}
+		}
+		if err := s.attach(ex, s.objs.LatEntry, fn.EntryOff, i, pid); err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("attach to the entry of %s: %w", fn.Name, err)
+		}
+	}
+	return s, nil
+}
+
+func (s *Session) attach(ex *link.Executable, prog *ebpf.Program, off uint64, fn, pid int) error {
+	l, err := ex.Uprobe("", prog, &link.UprobeOptions{Address: off, PID: pid, Cookie: uint64(fn)})
+	if err != nil {
+		return err
+	}
+	s.links = append(s.links, l)
+	return nil
+}
+
+// attachNative puts a uprobe and a uretprobe on a native function.
+func (s *Session) attachNative(fn Func, i, pid int) error {
+	ex, err := link.OpenExecutable(fn.Lib)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", fn.Lib, err)
+	}
+	opts := &link.UprobeOptions{PID: pid, Cookie: uint64(i)}
+	ret, err := ex.Uretprobe(fn.Symbol, s.objs.NatRet, opts)
+	if err != nil {
+		return fmt.Errorf("attach to the return of %s: %w", fn.Name, err)
+	}
+	s.links = append(s.links, ret)
+	entry, err := ex.Uprobe(fn.Symbol, s.objs.NatEntry, opts)
+	if err != nil {
+		return fmt.Errorf("attach to the entry of %s: %w", fn.Name, err)
+	}
+	s.links = append(s.links, entry)
+	return nil
+}
+
+// Probes returns how many uprobes are attached.
+func (s *Session) Probes() int { return len(s.links) }
+
+// Snapshot reads every function's histogram and counters.
+func (s *Session) Snapshot() ([]Snapshot, error) {
+	out := make([]Snapshot, len(s.bin.Funcs))
+	for i, fn := range s.bin.Funcs {
+		out[i].Func = fn.Name
+		var per []bpf.LatencyFstat
+		if err := s.objs.Stats.Lookup(uint32(i), &per); err != nil {
+			return nil, fmt.Errorf("read counters: %w", err)
+		}
+		c := &out[i].Counters
+		for _, p := range per {
+			c.Count += p.Count
+			c.Sum += time.Duration(p.SumNs)
+			c.Max = max(c.Max, time.Duration(p.MaxNs))
+			c.Nested += p.Nested
+			c.Abandoned += p.Abandoned
+			c.Reused += p.Reused
+			c.Unmatched += p.Unmatched
+			c.ReadErrs += p.ReadErrs
+			c.Hits += p.Entries + p.Rets
+		}
+	}
+	// The histogram map is memory-mapped: one read, no system call per
+	// bucket.
+	mem, err := s.objs.Hist.Memory()
+	if err != nil {
+		return nil, fmt.Errorf("map the histograms: %w", err)
+	}
+	buf := make([]byte, len(s.bin.Funcs)*NBuckets*8)
+	if _, err := mem.ReadAt(buf, 0); err != nil {
+		return nil, fmt.Errorf("read the histograms: %w", err)
+	}
+	for i := range out {
+		for b := range NBuckets {
+			out[i].Hist[b] = binary.LittleEndian.Uint64(buf[(i*NBuckets+b)*8:])
+		}
+	}
+	return out, nil
+}
+
+// Open returns how many calls are open (entered, not yet returned) now.
+func (s *Session) Open() int {
+	n := 0
+	var k bpf.LatencyGkey
+	var v bpf.LatencyGentry
+	for it := s.objs.Calls.Iterate(); it.Next(&k, &v); {
+		n++
+	}
+	var nk, nv [16]byte
+	for it := s.objs.Ncalls.Iterate(); it.Next(&nk, &nv); {
+		n++
+	}
+	return n
+}
+
+// ProgramStats returns the kernel's run time and run count of the two
+// programs, when BPF statistics are on (kernel.bpf_stats_enabled).
+func (s *Session) ProgramStats() (run time.Duration, runs uint64, ok bool) {
+	for _, p := range []*ebpf.Program{s.objs.LatEntry, s.objs.LatRet, s.objs.NatEntry, s.objs.NatRet} {
+		st, err := p.Stats()
+		if err != nil {
+			return 0, 0, false
+		}
+		run += st.Runtime
+		runs += st.RunCount
+	}
+	return run, runs, runs > 0
+}
+
+// Stop detaches every probe and frees the BPF objects. It may be called
+// more than once.
+func (s *Session) Stop() {
+	for _, l := range s.links {
+		l.Close()
+	}
+	s.links = nil
+	s.objs.Close()
+}

@@ -1,0 +1,172 @@
+// Command target is the ground truth of wallprof latency's tests: many
+// goroutines call main.handle, which sleeps a known mix of durations,
+// recurses through big frames in some calls (so the runtime copies the
+// stack mid-call) and panics in a few (the call after a panic is made from
+// a deeper frame); the program times each call itself
+// and writes the durations' count and percentiles as JSON at exit.
+//
+// It waits for SIGUSR1 (or -nowait) before the first call, so that the
+// probes are attached before it starts.
+//
+//	target -calls 100000 -goroutines 256 -out truth.json
+//	target -bench 20000000   # ns per call of main.trivial in a tight loop
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// sleeps is the mix, in 11 slots: 1 ms 5 times, 2 ms 3 times, 5 ms twice,
+// 10 ms once, so that p50, p90 and p99 fall inside a class, not between.
+var sleeps = []time.Duration{1, 1, 1, 1, 1, 2, 2, 2, 5, 5, 10}
+
+// handle is the function measured. Every 7th call recurses 8 levels deep
+// through 8 KiB frames before sleeping; every 1000th panics after sleeping.
+//
+//go:noinline
+func handle(i int, depth int) int {
+	if depth > 0 {
+		var frame [8192]byte
+		frame[i%len(frame)] = byte(depth)
+		return handle(i, depth-1) + int(frame[(i+1)%len(frame)])
+	}
+	time.Sleep(sleeps[(i*7+i/3)%len(sleeps)] * time.Millisecond)
+	if i%1000 == 999 {
+		panic("planned")
+	}
+	return i
+}
+
+// double is inlined everywhere it is called.
+func double(x int) int { return 2*x + 1 }
+
+//go:noinline
+func trivial(x int) int { return x + 1 }
+
+// deeper calls call from a deeper frame: after a panic, the next call of
+// handle is made deeper in the stack than the one the panic unwound, over
+// stack memory that frame used.
+//
+//go:noinline
+func deeper(i int) (time.Duration, bool) {
+	var pad [512]byte
+	pad[i%len(pad)] = 1
+	d, ok := call(i)
+	return d + time.Duration(pad[(i+1)%len(pad)]), ok
+}
+
+// call times one call of handle; ok is false if it panicked.
+func call(i int) (d time.Duration, ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	depth := 0
+	if i%7 == 3 {
+		depth = 8
+	}
+	start := time.Now()
+	handle(i, depth)
+	return time.Since(start), true
+}
+
+type truth struct {
+	Count    int     `json:"count"`
+	Panics   int64   `json:"panics"`
+	P50Ns    int64   `json:"p50_ns"`
+	P90Ns    int64   `json:"p90_ns"`
+	P99Ns    int64   `json:"p99_ns"`
+	MaxNs    int64   `json:"max_ns"`
+	BenchNs  float64 `json:"bench_ns_per_call,omitempty"`
+	Double   int     `json:"double"`
+	Recursed int     `json:"recursed"`
+}
+
+func main() {
+	calls := flag.Int("calls", 100000, "calls of main.handle")
+	gs := flag.Int("goroutines", 256, "goroutines calling it")
+	out := flag.String("out", "", "write the JSON here (default stdout)")
+	bench := flag.Int("bench", 0, "call main.trivial this many times in a tight loop instead, and report ns per call")
+	nowait := flag.Bool("nowait", false, "start without waiting for SIGUSR1")
+	flag.Parse()
+	if !*nowait {
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGUSR1)
+		fmt.Fprintln(os.Stderr, "ready")
+		<-c
+	}
+	var t truth
+	t.Double = double(*calls)
+	if *bench > 0 {
+		start := time.Now()
+		x := 0
+		for range *bench {
+			x = trivial(x)
+		}
+		t.BenchNs = float64(time.Since(start).Nanoseconds()) / float64(*bench)
+		t.Count = x
+	} else {
+		t = run(*calls, *gs)
+	}
+	b, _ := json.Marshal(t)
+	if *out == "" {
+		fmt.Println(string(b))
+		return
+	}
+	if err := os.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+func run(calls, gs int) truth {
+	var next, panics atomic.Int64
+	durs := make([][]time.Duration, gs)
+	var wg sync.WaitGroup
+	for g := range gs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			panicked := false
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= calls {
+					return
+				}
+				d, ok := time.Duration(0), false
+				if panicked {
+					d, ok = deeper(i)
+				} else {
+					d, ok = call(i)
+				}
+				panicked = !ok
+				if ok {
+					durs[g] = append(durs[g], d)
+				} else {
+					panics.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var all []time.Duration
+	for _, d := range durs {
+		all = append(all, d...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	q := func(p float64) int64 {
+		r := int(p*float64(len(all)) + 0.999999)
+		return int64(all[max(r, 1)-1])
+	}
+	return truth{Count: len(all), Panics: panics.Load(), P50Ns: q(0.5), P90Ns: q(0.9), P99Ns: q(0.99), MaxNs: int64(all[len(all)-1]), Recursed: calls / 7}
+}
