@@ -87,10 +87,13 @@ func TestConvertRealPerf(t *testing.T) {
 		t.Errorf("plain perf script with --pid: exit %d, stderr:\n%s", code, stderr)
 	}
 	// -F +pid alone: indented event lines, and sched_switch without call
-	// chains; read all the same, with the fields to add.
+	// chains; read all the same. Whether enough events lack a chain for the
+	// warning depends on what else ran on the machine (it counts every
+	// process's events); when it is given, it names the fields to add.
 	pidOnly := script("pid.perf", "-F", "+pid")
 	code, _, stderr = runCmd("convert", pidOnly, "--pid", pid, "-o", filepath.Join(dir, "pid.pb.gz"))
-	if code != exitOK || !strings.Contains(stderr, "had no call chain") || !strings.Contains(stderr, "+ip,+sym,+dso") || strings.Contains(stderr, "skipped") {
+	warned := strings.Contains(stderr, "had no call chain")
+	if code != exitOK || warned && !strings.Contains(stderr, "+ip,+sym,+dso") || strings.Contains(stderr, "skipped") {
 		t.Errorf("perf script -F +pid: exit %d, stderr:\n%s", code, stderr)
 	}
 }
