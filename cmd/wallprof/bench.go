@@ -488,6 +488,7 @@ func runBenchHistory(ctx context.Context, args []string, stdout, stderr io.Write
 	opts := addBenchOpts(fs)
 	unit := fs.String("unit", "sec/op", "the `UNIT` (sec/op, B/op, allocs/op or a custom one); empty for all")
 	perms := fs.Int("permutations", 199, "permutations of the change-point test")
+	cpAlpha := fs.Float64("cp-alpha", 0.01, "a change point is kept when its permutation test's p < `α`")
 	if code, done := fs.parse(args); done {
 		return code
 	}
@@ -507,12 +508,12 @@ func runBenchHistory(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return fail(err)
 	}
-	hs := bench.Histories(runs, fs.Arg(0), *unit, *opts.alpha, *perms)
+	hs := bench.Histories(runs, fs.Arg(0), *unit, *cpAlpha, *perms)
 	if len(hs) == 0 {
 		return fail(fmt.Errorf("no stored results of %s in %s", fs.Arg(0), *unit))
 	}
 	if *opts.asJSON {
-		if err := bench.WriteJSON(stdout, &bench.Report{Command: "history", Alpha: *opts.alpha, Histories: hs}); err != nil {
+		if err := bench.WriteJSON(stdout, &bench.Report{Command: "history", Alpha: *cpAlpha, Histories: hs}); err != nil {
 			return fail(err)
 		}
 		return exitOK

@@ -232,7 +232,7 @@ func Histories(runs []*Run, name, unit string, alpha float64, perms int) []Histo
 			medians[i] = a.pt.Summary.Center
 			h.Points = append(h.Points, a.pt)
 		}
-		for _, i := range ChangePoints(medians, alpha, perms, 2) {
+		for _, i := range ChangePoints(medians, alpha, perms, 3) {
 			h.Points[i].ChangePoint = true
 		}
 		out = append(out, h)
