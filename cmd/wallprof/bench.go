@@ -16,7 +16,9 @@ import (
 
 func init() {
 	commands["bench"] = command{order: 75, run: runBench,
-		usage: "  wallprof bench [PKG...] | check | history NAME | import FILE  benchmark history per commit, regressions by statistics\n"}
+		usage: "  wallprof bench [flags] [PACKAGES]        run benchmarks, store them per commit; --base REV: A/B\n" +
+			"  wallprof bench check --base REV           CI gate: exit 1 on a significant regression, explained\n" +
+			"  wallprof bench history|import ...         a benchmark's trend across commits; store go test -bench output\n"}
 }
 
 const benchUsage = `Usage: wallprof bench [flags] [PACKAGES]
@@ -78,7 +80,7 @@ func (o benchOpts) check(fs *cmdFlags) (int, bool) {
 		return fs.usageError("--threshold must not be negative"), true
 	}
 	if strings.HasPrefix(*o.db, "postgres://") || strings.HasPrefix(*o.db, "postgresql://") {
-		return fs.usageError("Postgres storage is not implemented yet; give a SQLite file"), true
+		return fs.usageError("Postgres storage is not implemented yet, give a SQLite file"), true
 	}
 	return 0, false
 }

@@ -153,6 +153,13 @@ var usageErrors = map[string][][]string{
 		{"-p", "abc"},
 		{"-p", "1", "extra"},
 	},
+	"bench": {
+		{"--bogus"},
+		{"--count", "0"},
+		{"--alpha", "2"},
+		{"--db", "postgres://localhost/bench"},
+		{"--threshold", "-1"},
+	},
 	"escapes": {
 		{"--bogus"},
 		{},

@@ -57,7 +57,9 @@ type Value struct {
 
 // Series names the samples of one benchmark in one unit.
 type Series struct {
-	Pkg, Name, Unit string
+	Pkg  string `json:"pkg"`
+	Name string `json:"name"`
+	Unit string `json:"unit"`
 }
 
 func (s Series) String() string {
