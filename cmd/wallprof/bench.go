@@ -16,7 +16,7 @@ import (
 
 func init() {
 	commands["bench"] = command{order: 75, run: runBench,
-		usage: "  wallprof bench [flags] [PACKAGES]        run benchmarks, store them per commit; --base REV: A/B\n" +
+		usage: "  wallprof bench [flags] [PACKAGES]         run benchmarks, store them per commit; --base REV: A/B\n" +
 			"  wallprof bench check --base REV           CI gate: exit 1 on a significant regression, explained\n" +
 			"  wallprof bench history|import ...         a benchmark's trend across commits; store go test -bench output\n"}
 }
