@@ -188,3 +188,26 @@ func gitIn(t *testing.T, dir string, args ...string) string {
 	}
 	return strings.TrimSpace(string(out))
 }
+
+// 'wallprof bench' runs and stores under the commit; 'import' stores under
+// --commit; history lists both commits in order.
+func TestBenchRunImportHistory(t *testing.T) {
+	dir, a, b := benchRepo(t)
+	t.Chdir(dir)
+	code, stdout, stderr := runCmd("bench", "--count", "3", "--benchtime", "100x")
+	if code != exitOK || !strings.Contains(stdout, "commit "+b[:12]) || !strings.Contains(stdout, "Sum-2 allocs/op") {
+		t.Fatalf("bench exited %d:\n%s%s", code, stdout, stderr)
+	}
+	old := filepath.Join(t.TempDir(), "old.txt")
+	os.WriteFile(old, []byte("goos: linux\npkg: example.com/benchgt\nBenchmarkSum-2 100 4000 ns/op 0 B/op 0 allocs/op\nBenchmarkSum-2 100 4100 ns/op 0 B/op 0 allocs/op\n"), 0o644)
+	if code, stdout, stderr := runCmd("bench", "import", "--commit", a, old); code != exitOK || !strings.Contains(stdout, a[:12]) {
+		t.Fatalf("import exited %d:\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCmd("bench", "history", "Sum", "--unit", "B/op")
+	if code != exitOK || strings.Index(stdout, b[:12]) > strings.Index(stdout, a[:12]) || !strings.Contains(stdout, a[:12]) {
+		t.Errorf("history exited %d, commits not in run order:\n%s%s", code, stdout, stderr)
+	}
+	if code, _, stderr := runCmd("bench", "history", "NoSuch"); code != exitError || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("history of an unknown benchmark: %d %q", code, stderr)
+	}
+}
