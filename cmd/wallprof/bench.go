@@ -256,6 +256,9 @@ func filterResults(rs []bench.Result, s bench.Series) []bench.Result {
 }
 
 func ciPct(s bench.Summary) string {
+	if s.Center == 0 && s.Lo == 0 && s.Hi == 0 {
+		return "0%"
+	}
 	if s.Center == 0 {
 		return "∞"
 	}

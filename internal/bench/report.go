@@ -81,6 +81,9 @@ func FormatValue(v float64, unit string) string {
 }
 
 func ci(s Summary) string {
+	if s.Center == 0 && s.Lo == 0 && s.Hi == 0 {
+		return "0%"
+	}
 	if s.Center == 0 || math.IsInf(s.Lo, 0) || math.IsInf(s.Hi, 0) {
 		return "∞"
 	}
