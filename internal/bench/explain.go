@@ -34,7 +34,7 @@ type Explanation struct {
 // functions whose flat CPU time or allocated bytes per operation grew.
 // A function in package runtime is charged to its first caller outside the
 // runtime, so that allocations and GC work are named by the code that
-// caused them.
+// caused them. Growths under 5% of the largest are left out.
 func Explain(ctx context.Context, base, head Binary, s Series, iters int, dir string, top int) (*Explanation, error) {
 	if iters < 1 {
 		iters = 1
@@ -132,6 +132,13 @@ func growth(base, head map[string]float64, top int) []Growth {
 	})
 	if len(out) > top {
 		out = out[:top]
+	}
+	// Growths under 5% of the largest are sampling noise (and the
+	// profiler's own work of writing the profile).
+	for i, g := range out {
+		if i > 0 && g.New-g.Base < 0.05*(out[0].New-out[0].Base) {
+			return out[:i]
+		}
 	}
 	return out
 }
