@@ -196,3 +196,12 @@ func TestBenchRegexp(t *testing.T) {
 		}
 	}
 }
+
+func TestBenchGrowth(t *testing.T) {
+	base := map[string]float64{"a": 10, "b": 5, "c": 1}
+	head := map[string]float64{"a": 110, "b": 25, "c": 2, "d": 3, "e": 0.5}
+	got := fmt.Sprint(growth(base, head, 3))
+	if want := "[{a 10 110} {b 5 25}]"; got != want { // c (+1) and d (+3) are under 5% of a's +100
+		t.Errorf("growth = %s; want %s", got, want)
+	}
+}
