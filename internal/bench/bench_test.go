@@ -205,3 +205,14 @@ func TestBenchGrowth(t *testing.T) {
 		t.Errorf("growth = %s; want %s", got, want)
 	}
 }
+
+func TestBenchParseStrictness(t *testing.T) {
+	in := "pkg: p\nBenchmarkA-2 10 100 ns/op\nBenchmarkB-2 \thello from the benchmark\nBenchmarkA-2 10 110 ns/op\n"
+	if _, err := Parse(strings.NewReader(in), "in"); err == nil || !strings.Contains(err.Error(), "in:3") {
+		t.Errorf("Parse of a broken line: %v; want a syntax error at in:3", err)
+	}
+	res, err := parse(strings.NewReader(in), "in", false)
+	if err != nil || len(res) != 2 {
+		t.Errorf("lenient parse: %d results, %v", len(res), err)
+	}
+}

@@ -74,6 +74,13 @@ func (s Series) String() string {
 // has no result, and the first syntax error of a line that looked like a
 // result.
 func Parse(r io.Reader, name string) ([]Result, error) {
+	return parse(r, name, true)
+}
+
+// parse is Parse; when strict is false, lines that look like results but
+// are not (a benchmark that prints to stdout splits its result line) are
+// skipped when the input has results.
+func parse(r io.Reader, name string, strict bool) ([]Result, error) {
 	br := benchfmt.NewReader(r, name)
 	var out []Result
 	var firstErr error
@@ -98,7 +105,7 @@ func Parse(r io.Reader, name string) ([]Result, error) {
 	if err := br.Err(); err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
-	if firstErr != nil {
+	if firstErr != nil && (strict || len(out) == 0) {
 		return nil, firstErr
 	}
 	if len(out) == 0 {

@@ -102,7 +102,7 @@ func RunHere(ctx context.Context, dir string, cfg RunConfig) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := Parse(strings.NewReader(out), "go test output")
+	res, err := parse(strings.NewReader(out), "go test output", false)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +195,7 @@ func runBinary(ctx context.Context, b Binary, cfg RunConfig, extra []string) ([]
 	if err != nil {
 		return nil, err
 	}
-	res, err := Parse(strings.NewReader(out), filepath.Base(b.Path))
+	res, err := parse(strings.NewReader(out), filepath.Base(b.Path), false)
 	if err == ErrNoBenchmarks {
 		return nil, nil // a package without benchmarks matching
 	}
