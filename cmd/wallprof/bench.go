@@ -29,7 +29,8 @@ const benchUsage = `Usage: wallprof bench [flags] [PACKAGES]
 
 Keeps the benchmark history of the Go module in the current directory, in
 the SQLite database .wallprof/bench.db of its git repository (created on
-first use), one run per commit (and whether the tree had changes).
+first use; --db postgres://... for a shared Postgres database), one run per
+commit (and whether the tree had changes).
 
 Without --base, runs 'go test -run ^$ -bench B -benchmem -count N' on
 PACKAGES (./... by default), stores the run under the current commit and
@@ -65,7 +66,7 @@ type benchOpts struct {
 
 func addBenchOpts(fs *cmdFlags) benchOpts {
 	return benchOpts{
-		db:        fs.String("db", "", "the database `PATH` (default .wallprof/bench.db in the repository)"),
+		db:        fs.String("db", "", "the SQLite database `PATH` (default .wallprof/bench.db in the repository), or a postgres:// URL"),
 		asJSON:    fs.Bool("json", false, "write the result as JSON (schema "+bench.Format+")"),
 		alpha:     fs.Float64("alpha", 0.05, "a change is significant when the U-test's p < `α` (benchstat's -alpha)"),
 		threshold: fs.Float64("threshold", 0.05, "a regression must also change the median by more than this `fraction`"),
@@ -78,9 +79,6 @@ func (o benchOpts) check(fs *cmdFlags) (int, bool) {
 	}
 	if *o.threshold < 0 {
 		return fs.usageError("--threshold must not be negative"), true
-	}
-	if strings.HasPrefix(*o.db, "postgres://") || strings.HasPrefix(*o.db, "postgresql://") {
-		return fs.usageError("Postgres storage is not implemented yet, give a SQLite file"), true
 	}
 	return 0, false
 }

@@ -157,7 +157,7 @@ var usageErrors = map[string][][]string{
 		{"--bogus"},
 		{"--count", "0"},
 		{"--alpha", "2"},
-		{"--db", "postgres://localhost/bench"},
+		{"--count", "x"},
 		{"--threshold", "-1"},
 	},
 	"escapes": {

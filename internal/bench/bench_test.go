@@ -179,7 +179,7 @@ func TestBenchStoreRoundTrip(t *testing.T) {
 		t.Errorf("results differ:\n%v\n%v", got.Results[0], in.Results[0])
 	}
 	var mode string
-	st.(*sqliteStore).db.QueryRow("PRAGMA journal_mode").Scan(&mode)
+	st.(*sqlStore).db.QueryRow("PRAGMA journal_mode").Scan(&mode)
 	if mode != "wal" {
 		t.Errorf("journal mode %q; want wal", mode)
 	}

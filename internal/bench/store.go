@@ -14,7 +14,7 @@ import (
 	_ "modernc.org/sqlite" // the CGO-free SQLite driver
 )
 
-// Store keeps runs. Open returns the SQLite one.
+// Store keeps runs: in SQLite or Postgres (Open).
 type Store interface {
 	// Save stores run and sets run.ID. It is one transaction: a failed
 	// Save stores nothing.
@@ -62,15 +62,85 @@ var migrations = []string{
 	CREATE INDEX samples_result ON samples(result_id);`,
 }
 
+// pgMigrations are migrations for Postgres: the same schema.
+var pgMigrations = []string{
+	`CREATE TABLE runs (
+		id BIGSERIAL PRIMARY KEY,
+		commit_hash TEXT NOT NULL,
+		dirty INTEGER NOT NULL,
+		time TEXT NOT NULL,
+		machine TEXT NOT NULL,
+		toolchain TEXT NOT NULL,
+		label TEXT NOT NULL
+	);
+	CREATE TABLE benchmarks (
+		id BIGSERIAL PRIMARY KEY,
+		pkg TEXT NOT NULL,
+		name TEXT NOT NULL,
+		UNIQUE (pkg, name)
+	);
+	CREATE TABLE results (
+		id BIGSERIAL PRIMARY KEY,
+		run_id BIGINT NOT NULL REFERENCES runs(id),
+		benchmark_id BIGINT NOT NULL REFERENCES benchmarks(id),
+		iters BIGINT NOT NULL,
+		config TEXT NOT NULL
+	);
+	CREATE TABLE samples (
+		id BIGSERIAL PRIMARY KEY,
+		result_id BIGINT NOT NULL REFERENCES results(id),
+		unit TEXT NOT NULL,
+		value DOUBLE PRECISION NOT NULL
+	);
+	CREATE INDEX results_run ON results(run_id);
+	CREATE INDEX samples_result ON samples(result_id);`,
+}
+
 // SchemaVersion is the schema version this code writes.
 var SchemaVersion = len(migrations)
 
-type sqliteStore struct{ db *sql.DB }
+// dialect is what differs between the SQL databases.
+type dialect struct {
+	postgres    bool
+	migrations  []string
+	sampleOrder string // the order of a result's samples
+}
+
+var sqliteDialect = dialect{migrations: migrations, sampleOrder: "s.rowid"}
+var postgresDialect = dialect{postgres: true, migrations: pgMigrations, sampleOrder: "s.id"}
+
+// q rewrites the ? placeholders of query for the dialect.
+func (d dialect) q(query string) string {
+	if !d.postgres {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range query {
+		if c == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// sqlStore is the Store of both databases.
+type sqlStore struct {
+	db *sql.DB
+	d  dialect
+}
 
 // Open opens (creating it and its directory if needed) the SQLite database
-// at path, in WAL mode, and migrates it to SchemaVersion. A database locked
-// by another writer for more than busy gives an error, not a wait.
+// at path, in WAL mode, and migrates it to SchemaVersion; or, when path is
+// a postgres:// URL, that Postgres database. A SQLite database locked by
+// another writer for more than busy gives an error, not a wait.
 func Open(ctx context.Context, path string, busy time.Duration) (Store, error) {
+	if strings.HasPrefix(path, "postgres://") || strings.HasPrefix(path, "postgresql://") {
+		return openPostgres(ctx, path)
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
@@ -80,7 +150,7 @@ func Open(ctx context.Context, path string, busy time.Duration) (Store, error) {
 		return nil, err
 	}
 	db.SetMaxOpenConns(1)
-	s := &sqliteStore{db}
+	s := &sqlStore{db, sqliteDialect}
 	if err := s.migrate(ctx, path); err != nil {
 		db.Close()
 		return nil, err
@@ -88,9 +158,29 @@ func Open(ctx context.Context, path string, busy time.Duration) (Store, error) {
 	return s, nil
 }
 
-func (s *sqliteStore) migrate(ctx context.Context, path string) error {
+func (s *sqlStore) version(ctx context.Context) (int, error) {
 	var v int
-	if err := s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+	if !s.d.postgres {
+		err := s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
+		return v, err
+	}
+	if _, err := s.db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS wallprof_schema (version INTEGER NOT NULL)"); err != nil {
+		return 0, err
+	}
+	err := s.db.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM wallprof_schema").Scan(&v)
+	return v, err
+}
+
+func (s *sqlStore) setVersion(v int) string {
+	if !s.d.postgres {
+		return fmt.Sprintf(";PRAGMA user_version = %d", v)
+	}
+	return fmt.Sprintf(";DELETE FROM wallprof_schema; INSERT INTO wallprof_schema VALUES (%d)", v)
+}
+
+func (s *sqlStore) migrate(ctx context.Context, path string) error {
+	v, err := s.version(ctx)
+	if err != nil {
 		return fmt.Errorf("open %s: %w", path, err)
 	}
 	if v > SchemaVersion {
@@ -101,7 +191,7 @@ func (s *sqliteStore) migrate(ctx context.Context, path string) error {
 		if err != nil {
 			return fmt.Errorf("migrate %s: %w", path, err)
 		}
-		_, err = tx.ExecContext(ctx, migrations[v]+fmt.Sprintf(";PRAGMA user_version = %d", v+1))
+		_, err = tx.ExecContext(ctx, s.d.migrations[v]+s.setVersion(v+1))
 		if err == nil {
 			err = tx.Commit()
 		} else {
@@ -114,21 +204,21 @@ func (s *sqliteStore) migrate(ctx context.Context, path string) error {
 	return nil
 }
 
-func (s *sqliteStore) Close() error { return s.db.Close() }
+func (s *sqlStore) Close() error { return s.db.Close() }
 
-func (s *sqliteStore) Save(ctx context.Context, run *Run) error {
+func (s *sqlStore) Save(ctx context.Context, run *Run) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `INSERT INTO runs (commit_hash, dirty, time, machine, toolchain, label) VALUES (?, ?, ?, ?, ?, ?)`,
-		run.Commit, run.Dirty, run.Time.UTC().Format(time.RFC3339Nano), run.Machine, run.Toolchain, run.Label)
-	if err != nil {
-		return err
+	dirty := 0
+	if run.Dirty {
+		dirty = 1
 	}
-	id, err := res.LastInsertId()
-	if err != nil {
+	var id int64
+	if err := tx.QueryRowContext(ctx, s.d.q(`INSERT INTO runs (commit_hash, dirty, time, machine, toolchain, label) VALUES (?, ?, ?, ?, ?, ?) RETURNING id`),
+		run.Commit, dirty, run.Time.UTC().Format(time.RFC3339Nano), run.Machine, run.Toolchain, run.Label).Scan(&id); err != nil {
 		return err
 	}
 	bids := map[[2]string]int64{}
@@ -136,22 +226,22 @@ func (s *sqliteStore) Save(ctx context.Context, run *Run) error {
 		k := [2]string{r.Pkg, r.Name}
 		bid, ok := bids[k]
 		if !ok {
-			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO benchmarks (pkg, name) VALUES (?, ?)`, r.Pkg, r.Name); err != nil {
+			if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO benchmarks (pkg, name) VALUES (?, ?) ON CONFLICT DO NOTHING`), r.Pkg, r.Name); err != nil {
 				return err
 			}
-			if err := tx.QueryRowContext(ctx, `SELECT id FROM benchmarks WHERE pkg = ? AND name = ?`, r.Pkg, r.Name).Scan(&bid); err != nil {
+			if err := tx.QueryRowContext(ctx, s.d.q(`SELECT id FROM benchmarks WHERE pkg = ? AND name = ?`), r.Pkg, r.Name).Scan(&bid); err != nil {
 				return err
 			}
 			bids[k] = bid
 		}
 		cfg, _ := json.Marshal(r.Config)
-		rr, err := tx.ExecContext(ctx, `INSERT INTO results (run_id, benchmark_id, iters, config) VALUES (?, ?, ?, ?)`, id, bid, r.Iters, string(cfg))
-		if err != nil {
+		var rid int64
+		if err := tx.QueryRowContext(ctx, s.d.q(`INSERT INTO results (run_id, benchmark_id, iters, config) VALUES (?, ?, ?, ?) RETURNING id`),
+			id, bid, r.Iters, string(cfg)).Scan(&rid); err != nil {
 			return err
 		}
-		rid, _ := rr.LastInsertId()
 		for _, v := range r.Values {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO samples (result_id, unit, value) VALUES (?, ?, ?)`, rid, v.Unit, v.Value); err != nil {
+			if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO samples (result_id, unit, value) VALUES (?, ?, ?)`), rid, v.Unit, v.Value); err != nil {
 				return err
 			}
 		}
@@ -163,7 +253,7 @@ func (s *sqliteStore) Save(ctx context.Context, run *Run) error {
 	return nil
 }
 
-func (s *sqliteStore) Runs(ctx context.Context) ([]*Run, error) {
+func (s *sqlStore) Runs(ctx context.Context) ([]*Run, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, commit_hash, dirty, time, machine, toolchain, label FROM runs ORDER BY time, id`)
 	if err != nil {
 		return nil, err
@@ -187,7 +277,7 @@ func (s *sqliteStore) Runs(ctx context.Context) ([]*Run, error) {
 	}
 	rows, err = s.db.QueryContext(ctx, `SELECT r.id, r.run_id, b.pkg, b.name, r.iters, r.config, s.unit, s.value
 		FROM results r JOIN benchmarks b ON b.id = r.benchmark_id JOIN samples s ON s.result_id = r.id
-		ORDER BY r.id, s.rowid`)
+		ORDER BY r.id, `+s.d.sampleOrder)
 	if err != nil {
 		return nil, err
 	}
