@@ -65,19 +65,25 @@ type benchOpts struct {
 }
 
 func addBenchOpts(fs *cmdFlags) benchOpts {
+	o := addStoreOpts(fs)
+	o.alpha = fs.Float64("alpha", 0.05, "a change is significant when the U-test's p < `α` (benchstat's -alpha)")
+	o.threshold = fs.Float64("threshold", 0.05, "a regression must also change the median by more than this `fraction`")
+	return o
+}
+
+// addStoreOpts adds the flags of the commands that compare nothing.
+func addStoreOpts(fs *cmdFlags) benchOpts {
 	return benchOpts{
-		db:        fs.String("db", "", "the SQLite database `PATH` (default .wallprof/bench.db in the repository), or a postgres:// URL"),
-		asJSON:    fs.Bool("json", false, "write the result as JSON (schema "+bench.Format+")"),
-		alpha:     fs.Float64("alpha", 0.05, "a change is significant when the U-test's p < `α` (benchstat's -alpha)"),
-		threshold: fs.Float64("threshold", 0.05, "a regression must also change the median by more than this `fraction`"),
+		db:     fs.String("db", "", "the SQLite database `PATH` (default .wallprof/bench.db in the repository), or a postgres:// URL"),
+		asJSON: fs.Bool("json", false, "write the result as JSON (schema "+bench.Format+")"),
 	}
 }
 
 func (o benchOpts) check(fs *cmdFlags) (int, bool) {
-	if *o.alpha <= 0 || *o.alpha >= 1 {
+	if o.alpha != nil && (*o.alpha <= 0 || *o.alpha >= 1) {
 		return fs.usageError("--alpha must be between 0 and 1, not %g", *o.alpha), true
 	}
-	if *o.threshold < 0 {
+	if o.threshold != nil && *o.threshold < 0 {
 		return fs.usageError("--threshold must not be negative"), true
 	}
 	return 0, false
@@ -488,7 +494,7 @@ Flags:
 
 func runBenchHistory(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newCmdFlags("bench history", benchHistoryUsage, stdout, stderr)
-	opts := addBenchOpts(fs)
+	opts := addStoreOpts(fs)
 	unit := fs.String("unit", "sec/op", "the `UNIT` (sec/op, B/op, allocs/op or a custom one); empty for all")
 	perms := fs.Int("permutations", 199, "permutations of the change-point test")
 	cpAlpha := fs.Float64("cp-alpha", 0.01, "a change point is kept when its permutation test's p < `α`")
@@ -538,7 +544,7 @@ Flags:
 
 func runBenchImport(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newCmdFlags("bench import", benchImportUsage, stdout, stderr)
-	opts := addBenchOpts(fs)
+	opts := addStoreOpts(fs)
 	commit := fs.String("commit", "", "store the runs under the git revision `REV`")
 	if code, done := fs.parse(args); done {
 		return code
