@@ -385,6 +385,13 @@ func runBenchCheck(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return fail(err)
 		}
 		defer md.Abandon()
+		// A check that cannot run still leaves its summary for the CI.
+		failText := fail
+		fail = func(err error) int {
+			fmt.Fprintf(md, "## wallprof bench check\n\n:warning: The check could not run: %s.\n", strings.TrimSuffix(err.Error(), "."))
+			md.Commit()
+			return failText(err)
+		}
 	}
 	st, repo, code := openStore(ctx, *opts.db, fail)
 	if st == nil {

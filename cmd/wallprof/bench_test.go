@@ -124,9 +124,16 @@ func TestBenchBadInput(t *testing.T) {
 	gitIn(t, dir, "commit", "-q", "-m", "broken")
 	broken := gitIn(t, dir, "rev-parse", "HEAD")
 	gitIn(t, dir, "checkout", "-q", a)
-	code, _, stderr = runCmd("bench", "check", "--base", broken, "--count", "2", "--benchtime", "10x")
+	md := filepath.Join(t.TempDir(), "summary.md")
+	code, _, stderr = runCmd("bench", "check", "--base", broken, "--count", "2", "--benchtime", "10x", "--markdown", md)
 	if code != exitError || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "does not build") {
 		t.Errorf("check against a broken base: exit %d, %q", code, stderr)
+	}
+	if m, err := os.ReadFile(md); err != nil || !strings.Contains(string(m), "could not run") {
+		t.Errorf("no Markdown summary of the failed check (%v): %s", err, m)
+	}
+	if out := gitIn(t, dir, "worktree", "list"); strings.Count(out, "\n") != 0 {
+		t.Errorf("a worktree was left behind:\n%s", out)
 	}
 
 	// A locked database: one sentence, nothing stored, the database whole.
