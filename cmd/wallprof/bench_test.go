@@ -129,6 +129,9 @@ func TestBenchBadInput(t *testing.T) {
 	if code != exitError || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "does not build") {
 		t.Errorf("check against a broken base: exit %d, %q", code, stderr)
 	}
+	if testing.Verbose() {
+		t.Logf("broken base: %s", stderr)
+	}
 	if m, err := os.ReadFile(md); err != nil || !strings.Contains(string(m), "could not run") {
 		t.Errorf("no Markdown summary of the failed check (%v): %s", err, m)
 	}

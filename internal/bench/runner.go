@@ -69,11 +69,7 @@ func command(ctx context.Context, dir, name string, args ...string) (string, err
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if i := strings.LastIndexByte(msg, '\n'); i >= 0 && len(msg) > 2000 {
-			msg = msg[:2000]
-		}
-		return string(out), fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, msg)
+		return string(out), fmt.Errorf("%s %s: %v: %s", filepath.Base(name), strings.Join(args, " "), err, oneLine(stderr.String()))
 	}
 	return string(out), nil
 }
@@ -215,4 +211,20 @@ func BenchRegexp(name string) string {
 		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
 	}
 	return strings.Join(parts, "/")
+}
+
+// oneLine joins the lines of a command's stderr with "; ", leaving out the
+// go tool's "# package" headers, and cuts it at 400 bytes.
+func oneLine(msg string) string {
+	var parts []string
+	for _, l := range strings.Split(msg, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "# ") {
+			parts = append(parts, l)
+		}
+	}
+	s := strings.Join(parts, "; ")
+	if len(s) > 400 {
+		s = s[:400] + " ..."
+	}
+	return s
 }
