@@ -244,7 +244,7 @@ func writeRun(stdout io.Writer, cmd string, run *bench.Run, asJSON bool, fail fu
 		}
 		sum := h[0].Points[0].Summary
 		fmt.Fprintf(stdout, "  %-40s %12s ± %s  n=%d\n", s.Pkg+"."+s.Name+" "+s.Unit, bench.FormatValue(sum.Center, s.Unit),
-			ciPct(sum), sum.N)
+			bench.FormatCI(sum), sum.N)
 	}
 	return exitOK
 }
@@ -257,20 +257,6 @@ func filterResults(rs []bench.Result, s bench.Series) []bench.Result {
 		}
 	}
 	return out
-}
-
-func ciPct(s bench.Summary) string {
-	if s.Center == 0 && s.Lo == 0 && s.Hi == 0 {
-		return "0%"
-	}
-	if s.Center == 0 {
-		return "∞"
-	}
-	d := s.Hi - s.Center
-	if s.Center-s.Lo > d {
-		d = s.Center - s.Lo
-	}
-	return fmt.Sprintf("%.0f%%", d/s.Center*100)
 }
 
 func writeCompare(stdout io.Writer, rep *bench.Report, asJSON bool, fail func(error) int) int {

@@ -80,6 +80,11 @@ func FormatValue(v float64, unit string) string {
 	return benchunit.Scale(v, benchunit.ClassOf(unit))
 }
 
+// FormatCI formats the confidence interval of s as benchstat does: the
+// larger distance from the center to a bound, in percent of the center;
+// "∞" when the sample is too small for an interval.
+func FormatCI(s Summary) string { return ci(s) }
+
 func ci(s Summary) string {
 	if s.Center == 0 && s.Lo == 0 && s.Hi == 0 {
 		return "0%"
