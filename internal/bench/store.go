@@ -96,6 +96,10 @@ var pgMigrations = []string{
 	CREATE INDEX samples_result ON samples(result_id);`,
 }
 
+// timeLayout is how runs' times are stored: UTC, fixed width, so that the
+// text sorts in time order.
+const timeLayout = "2006-01-02T15:04:05.000000000Z"
+
 // SchemaVersion is the schema version this code writes.
 var SchemaVersion = len(migrations)
 
@@ -218,7 +222,7 @@ func (s *sqlStore) Save(ctx context.Context, run *Run) error {
 	}
 	var id int64
 	if err := tx.QueryRowContext(ctx, s.d.q(`INSERT INTO runs (commit_hash, dirty, time, machine, toolchain, label) VALUES (?, ?, ?, ?, ?, ?) RETURNING id`),
-		run.Commit, dirty, run.Time.UTC().Format(time.RFC3339Nano), run.Machine, run.Toolchain, run.Label).Scan(&id); err != nil {
+		run.Commit, dirty, run.Time.UTC().Format(timeLayout), run.Machine, run.Toolchain, run.Label).Scan(&id); err != nil {
 		return err
 	}
 	bids := map[[2]string]int64{}
@@ -267,7 +271,7 @@ func (s *sqlStore) Runs(ctx context.Context) ([]*Run, error) {
 			rows.Close()
 			return nil, err
 		}
-		r.Time, _ = time.Parse(time.RFC3339Nano, t)
+		r.Time, _ = time.Parse(timeLayout, t)
 		runs = append(runs, r)
 		byID[r.ID] = r
 	}

@@ -13,8 +13,9 @@ func testStore(t *testing.T, open func(t *testing.T) Store) {
 	ctx := context.Background()
 	st := open(t)
 	defer st.Close()
+	// c1 is the earlier by 0.5 s; in RFC 3339 text "…:40Z" sorts after "…:40.5Z".
 	for i, commit := range []string{"c2", "c1"} {
-		r := &Run{Commit: commit, Time: time.Unix(int64(100-i), 0), Label: "run",
+		r := &Run{Commit: commit, Time: time.Unix(100, int64(500_000_000*(1-i))), Label: "run",
 			Results: []Result{
 				{Pkg: "p", Name: "A-2", Iters: 7, Config: map[string]string{"goos": "linux", "pkg": "p"}, Values: []Value{{1, "sec/op"}, {3, "B/op"}, {2.5, "widgets/op"}}},
 				{Pkg: "p", Name: "A-2", Iters: 8, Config: map[string]string{"goos": "linux", "pkg": "p"}, Values: []Value{{1.5, "sec/op"}}},
