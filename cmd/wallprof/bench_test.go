@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -219,5 +220,45 @@ func TestBenchRunImportHistory(t *testing.T) {
 	}
 	if code, _, stderr := runCmd("bench", "history", "NoSuch"); code != exitError || strings.Count(stderr, "\n") != 1 {
 		t.Errorf("history of an unknown benchmark: %d %q", code, stderr)
+	}
+}
+
+// history marks the commit where a benchmark got slower: 12 commits, the
+// last 6 at 130 ns/op instead of 100.
+func TestBenchHistoryChangePoint(t *testing.T) {
+	dir, _, _ := benchRepo(t)
+	t.Chdir(dir)
+	var commits []string
+	data := t.TempDir()
+	for i := range 12 {
+		gitIn(t, dir, "commit", "-q", "--allow-empty", "-m", fmt.Sprint("c", i))
+		commits = append(commits, gitIn(t, dir, "rev-parse", "HEAD"))
+		base := 100.0
+		if i >= 6 {
+			base = 130
+		}
+		var b strings.Builder
+		b.WriteString("pkg: example.com/h\n")
+		for k := range 5 {
+			fmt.Fprintf(&b, "BenchmarkSearch-2 1000 %.1f ns/op\n", base+float64((k*7+i*3)%5)-2)
+		}
+		f := filepath.Join(data, fmt.Sprint(i, ".txt"))
+		os.WriteFile(f, []byte(b.String()), 0o644)
+		if code, _, stderr := runCmd("bench", "import", "--commit", commits[i], f); code != exitOK {
+			t.Fatalf("import: %s", stderr)
+		}
+	}
+	code, stdout, stderr := runCmd("bench", "history", "BenchmarkSearch", "--permutations", "999")
+	if code != exitOK {
+		t.Fatalf("history exited %d: %s", code, stderr)
+	}
+	var marked []string
+	for _, line := range strings.Split(stdout, "\n") {
+		if strings.Contains(line, "change point") {
+			marked = append(marked, strings.Fields(line)[0])
+		}
+	}
+	if len(marked) != 1 || marked[0] != commits[6][:12] {
+		t.Errorf("change points at %v; want [%s]:\n%s", marked, commits[6][:12], stdout)
 	}
 }
