@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -16,10 +17,14 @@ import (
 // installed. As root, the server runs as the postgres user.
 func startPostgres(t *testing.T) string {
 	t.Helper()
-	for _, tool := range []string{"initdb", "pg_ctl"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("Postgres is not installed (no %s)", tool)
+	binDir := ""
+	if _, err := exec.LookPath("initdb"); err != nil {
+		// Debian's postgresql package keeps its tools out of PATH.
+		dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+		if len(dirs) == 0 {
+			t.Skip("Postgres is not installed (no initdb in PATH or /usr/lib/postgresql)")
 		}
+		binDir = dirs[len(dirs)-1] + "/"
 	}
 	dir, err := os.MkdirTemp("", "wallprof-pg-")
 	if err != nil {
@@ -41,12 +46,12 @@ func startPostgres(t *testing.T) string {
 		sh = func(script string) *exec.Cmd { return exec.Command("su", "postgres", "-s", "/bin/sh", "-c", script) }
 	}
 	port := 20000 + os.Getpid()%20000
-	start := fmt.Sprintf("initdb -D %[1]s/data -A trust -U postgres >%[1]s/initdb.log 2>&1 && pg_ctl -D %[1]s/data -l %[1]s/server.log -w -o \"-p %[2]d -k %[1]s -c listen_addresses=''\" start >/dev/null", dir, port)
+	start := fmt.Sprintf("%[3]sinitdb -D %[1]s/data -A trust -U postgres >%[1]s/initdb.log 2>&1 && %[3]spg_ctl -D %[1]s/data -l %[1]s/server.log -w -o \"-p %[2]d -k %[1]s -c listen_addresses=''\" start >/dev/null", dir, port, binDir)
 	if out, err := sh(start).CombinedOutput(); err != nil {
 		log, _ := os.ReadFile(dir + "/server.log")
 		t.Fatalf("start Postgres: %v\n%s%s", err, out, log)
 	}
-	t.Cleanup(func() { sh(fmt.Sprintf("pg_ctl -D %s/data -m immediate stop >/dev/null", dir)).Run() })
+	t.Cleanup(func() { sh(fmt.Sprintf("%spg_ctl -D %s/data -m immediate stop >/dev/null", binDir, dir)).Run() })
 	return fmt.Sprintf("postgres://postgres@/postgres?host=%s&port=%d&sslmode=disable", dir, port)
 }
 
