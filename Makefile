@@ -50,3 +50,4 @@ fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/goruntime/gctrace
 	$(GO) test -run '^$$' -fuzz '^FuzzParseDiagnostics$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/goruntime/escapes
 	$(GO) test -run '^$$' -fuzz '^FuzzSnapshot$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/goruntime/goroutines
+	$(GO) test -run '^$$' -fuzz '^FuzzBenchParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/bench

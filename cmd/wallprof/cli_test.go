@@ -163,6 +163,13 @@ var usageErrors = map[string][][]string{
 		{"-p", "abc"},
 		{"-p", "1", "extra"},
 	},
+	"bench": {
+		{"--bogus"},
+		{"--count", "0"},
+		{"--alpha", "2"},
+		{"--count", "x"},
+		{"--threshold", "-1"},
+	},
 	"escapes": {
 		{"--bogus"},
 		{},

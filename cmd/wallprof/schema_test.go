@@ -15,6 +15,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/wallprof/wallprof/internal/bench"
 	"github.com/wallprof/wallprof/internal/dump"
 	"github.com/wallprof/wallprof/internal/goruntime/escapes"
 	"github.com/wallprof/wallprof/internal/goruntime/gctrace"
@@ -32,7 +33,7 @@ var schemaDir = filepath.Join("..", "..", "doc", "schemas")
 var schemaIDs = []string{
 	present.ReportFormat, present.DiffFormat, present.GoroutinesFormat,
 	load.Format, gctrace.Format, escapes.Format, runreport.Format, dump.Format, recordFormat,
-	latency.Format,
+	latency.Format, bench.Format,
 }
 
 func schemaFile(id string) string { return strings.ReplaceAll(id, "/", ".") + ".json" }
@@ -200,6 +201,31 @@ func schemaOutputs(t *testing.T) map[string][]byte {
 		t.Fatal(err)
 	}
 	out["latency.WriteJSON"] = bytes.Clone(b.Bytes())
+
+	benchData := filepath.Join("..", "..", "internal", "bench", "testdata")
+	db := filepath.Join(dir, "bench.db")
+	out["bench import --json"] = cmd("bench", "import", "--json", "--db", db, filepath.Join(benchData, "old.txt"))
+	out["bench history --json"] = cmd("bench", "history", "--json", "--db", db, "--unit", "", "Search")
+	b.Reset()
+	benchRun := func(name string) *bench.Run {
+		f, err := os.Open(filepath.Join(benchData, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		res, err := bench.Parse(f, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &bench.Run{Results: res}
+	}
+	oldRun, newRun := benchRun("old.txt"), benchRun("new.txt")
+	if err := bench.WriteJSON(&b, &bench.Report{Command: "check", Runs: []bench.RunInfo{oldRun.Info(), newRun.Info()},
+		Deltas: bench.Compare(oldRun, newRun, bench.Options{}), Regressions: 4,
+		Explanations: []*bench.Explanation{{CPU: []bench.Growth{{Function: "f", New: 1}}, Profiles: []string{"a", "b", "c", "d"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	out["bench.WriteJSON (check)"] = bytes.Clone(b.Bytes())
 
 	goldens, _ := filepath.Glob(filepath.Join("..", "..", "internal", "present", "testdata", "*.json"))
 	more, _ := filepath.Glob(filepath.Join(logs, "*.json"))

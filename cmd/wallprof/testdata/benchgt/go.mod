@@ -1,0 +1,3 @@
+module example.com/benchgt
+
+go 1.26

@@ -1,0 +1,317 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // the CGO-free SQLite driver
+)
+
+// Store keeps runs: in SQLite or Postgres (Open).
+type Store interface {
+	// Save stores run and sets run.ID. It is one transaction: a failed
+	// Save stores nothing.
+	Save(ctx context.Context, run *Run) error
+	// Runs returns every run with its results, oldest first.
+	Runs(ctx context.Context) ([]*Run, error)
+	Close() error
+}
+
+// ErrNewerSchema is wrapped by Open when the database was written by a
+// newer wallprof.
+var ErrNewerSchema = errors.New("newer schema")
+
+// migrations are the schema's versions: migrations[i] takes a database
+// from version i to i+1 (PRAGMA user_version).
+var migrations = []string{
+	`CREATE TABLE runs (
+		id INTEGER PRIMARY KEY,
+		commit_hash TEXT NOT NULL,
+		dirty INTEGER NOT NULL,
+		time TEXT NOT NULL,
+		machine TEXT NOT NULL,
+		toolchain TEXT NOT NULL,
+		label TEXT NOT NULL
+	);
+	CREATE TABLE benchmarks (
+		id INTEGER PRIMARY KEY,
+		pkg TEXT NOT NULL,
+		name TEXT NOT NULL,
+		UNIQUE (pkg, name)
+	);
+	CREATE TABLE results (
+		id INTEGER PRIMARY KEY,
+		run_id INTEGER NOT NULL REFERENCES runs(id),
+		benchmark_id INTEGER NOT NULL REFERENCES benchmarks(id),
+		iters INTEGER NOT NULL,
+		config TEXT NOT NULL
+	);
+	CREATE TABLE samples (
+		result_id INTEGER NOT NULL REFERENCES results(id),
+		unit TEXT NOT NULL,
+		value REAL NOT NULL
+	);
+	CREATE INDEX results_run ON results(run_id);
+	CREATE INDEX samples_result ON samples(result_id);`,
+}
+
+// pgMigrations are migrations for Postgres: the same schema.
+var pgMigrations = []string{
+	`CREATE TABLE runs (
+		id BIGSERIAL PRIMARY KEY,
+		commit_hash TEXT NOT NULL,
+		dirty INTEGER NOT NULL,
+		time TEXT NOT NULL,
+		machine TEXT NOT NULL,
+		toolchain TEXT NOT NULL,
+		label TEXT NOT NULL
+	);
+	CREATE TABLE benchmarks (
+		id BIGSERIAL PRIMARY KEY,
+		pkg TEXT NOT NULL,
+		name TEXT NOT NULL,
+		UNIQUE (pkg, name)
+	);
+	CREATE TABLE results (
+		id BIGSERIAL PRIMARY KEY,
+		run_id BIGINT NOT NULL REFERENCES runs(id),
+		benchmark_id BIGINT NOT NULL REFERENCES benchmarks(id),
+		iters BIGINT NOT NULL,
+		config TEXT NOT NULL
+	);
+	CREATE TABLE samples (
+		id BIGSERIAL PRIMARY KEY,
+		result_id BIGINT NOT NULL REFERENCES results(id),
+		unit TEXT NOT NULL,
+		value DOUBLE PRECISION NOT NULL
+	);
+	CREATE INDEX results_run ON results(run_id);
+	CREATE INDEX samples_result ON samples(result_id);`,
+}
+
+// timeLayout is how runs' times are stored: UTC, fixed width, so that the
+// text sorts in time order.
+const timeLayout = "2006-01-02T15:04:05.000000000Z"
+
+// SchemaVersion is the schema version this code writes.
+var SchemaVersion = len(migrations)
+
+// dialect is what differs between the SQL databases.
+type dialect struct {
+	postgres    bool
+	migrations  []string
+	sampleOrder string // the order of a result's samples
+}
+
+var sqliteDialect = dialect{migrations: migrations, sampleOrder: "s.rowid"}
+var postgresDialect = dialect{postgres: true, migrations: pgMigrations, sampleOrder: "s.id"}
+
+// q rewrites the ? placeholders of query for the dialect.
+func (d dialect) q(query string) string {
+	if !d.postgres {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range query {
+		if c == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// sqlStore is the Store of both databases.
+type sqlStore struct {
+	db *sql.DB
+	d  dialect
+}
+
+// Open opens (creating it and its directory if needed) the SQLite database
+// at path, in WAL mode, and migrates it to SchemaVersion; or, when path is
+// a postgres:// URL, that Postgres database. A SQLite database locked by
+// another writer for more than busy gives an error, not a wait.
+func Open(ctx context.Context, path string, busy time.Duration) (Store, error) {
+	if strings.HasPrefix(path, "postgres://") || strings.HasPrefix(path, "postgresql://") {
+		return openPostgres(ctx, path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	dsn := fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)", path, busy.Milliseconds())
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	s := &sqlStore{db, sqliteDialect}
+	if err := s.migrate(ctx, path); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *sqlStore) version(ctx context.Context) (int, error) {
+	var v int
+	if !s.d.postgres {
+		err := s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
+		return v, err
+	}
+	if _, err := s.db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS wallprof_schema (version INTEGER NOT NULL)"); err != nil {
+		return 0, err
+	}
+	err := s.db.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM wallprof_schema").Scan(&v)
+	return v, err
+}
+
+func (s *sqlStore) setVersion(v int) string {
+	if !s.d.postgres {
+		return fmt.Sprintf(";PRAGMA user_version = %d", v)
+	}
+	return fmt.Sprintf(";DELETE FROM wallprof_schema; INSERT INTO wallprof_schema VALUES (%d)", v)
+}
+
+func (s *sqlStore) migrate(ctx context.Context, path string) error {
+	v, err := s.version(ctx)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	if v > SchemaVersion {
+		return fmt.Errorf("%s has benchmark schema version %d, newer than the %d this wallprof knows; use a newer wallprof: %w", path, v, SchemaVersion, ErrNewerSchema)
+	}
+	for ; v < SchemaVersion; v++ {
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("migrate %s: %w", path, err)
+		}
+		_, err = tx.ExecContext(ctx, s.d.migrations[v]+s.setVersion(v+1))
+		if err == nil {
+			err = tx.Commit()
+		} else {
+			tx.Rollback()
+		}
+		if err != nil {
+			return fmt.Errorf("migrate %s to version %d: %w", path, v+1, err)
+		}
+	}
+	return nil
+}
+
+func (s *sqlStore) Close() error { return s.db.Close() }
+
+func (s *sqlStore) Save(ctx context.Context, run *Run) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	dirty := 0
+	if run.Dirty {
+		dirty = 1
+	}
+	var id int64
+	if err := tx.QueryRowContext(ctx, s.d.q(`INSERT INTO runs (commit_hash, dirty, time, machine, toolchain, label) VALUES (?, ?, ?, ?, ?, ?) RETURNING id`),
+		run.Commit, dirty, run.Time.UTC().Format(timeLayout), run.Machine, run.Toolchain, run.Label).Scan(&id); err != nil {
+		return err
+	}
+	bids := map[[2]string]int64{}
+	for _, r := range run.Results {
+		k := [2]string{r.Pkg, r.Name}
+		bid, ok := bids[k]
+		if !ok {
+			if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO benchmarks (pkg, name) VALUES (?, ?) ON CONFLICT DO NOTHING`), r.Pkg, r.Name); err != nil {
+				return err
+			}
+			if err := tx.QueryRowContext(ctx, s.d.q(`SELECT id FROM benchmarks WHERE pkg = ? AND name = ?`), r.Pkg, r.Name).Scan(&bid); err != nil {
+				return err
+			}
+			bids[k] = bid
+		}
+		cfg, _ := json.Marshal(r.Config)
+		var rid int64
+		if err := tx.QueryRowContext(ctx, s.d.q(`INSERT INTO results (run_id, benchmark_id, iters, config) VALUES (?, ?, ?, ?) RETURNING id`),
+			id, bid, r.Iters, string(cfg)).Scan(&rid); err != nil {
+			return err
+		}
+		for _, v := range r.Values {
+			if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO samples (result_id, unit, value) VALUES (?, ?, ?)`), rid, v.Unit, v.Value); err != nil {
+				return err
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	run.ID = id
+	return nil
+}
+
+func (s *sqlStore) Runs(ctx context.Context) ([]*Run, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, commit_hash, dirty, time, machine, toolchain, label FROM runs ORDER BY time, id`)
+	if err != nil {
+		return nil, err
+	}
+	var runs []*Run
+	byID := map[int64]*Run{}
+	for rows.Next() {
+		r := &Run{}
+		var t string
+		if err := rows.Scan(&r.ID, &r.Commit, &r.Dirty, &t, &r.Machine, &r.Toolchain, &r.Label); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		r.Time, _ = time.Parse(timeLayout, t)
+		runs = append(runs, r)
+		byID[r.ID] = r
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows, err = s.db.QueryContext(ctx, `SELECT r.id, r.run_id, b.pkg, b.name, r.iters, r.config, s.unit, s.value
+		FROM results r JOIN benchmarks b ON b.id = r.benchmark_id JOIN samples s ON s.result_id = r.id
+		ORDER BY r.id, `+s.d.sampleOrder)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	last := int64(-1)
+	for rows.Next() {
+		var rid, runID int64
+		var res Result
+		var cfg string
+		var v Value
+		if err := rows.Scan(&rid, &runID, &res.Pkg, &res.Name, &res.Iters, &cfg, &v.Unit, &v.Value); err != nil {
+			return nil, err
+		}
+		run := byID[runID]
+		if run == nil {
+			continue
+		}
+		if rid != last {
+			json.Unmarshal([]byte(cfg), &res.Config)
+			run.Results = append(run.Results, res)
+			last = rid
+		}
+		p := &run.Results[len(run.Results)-1]
+		p.Values = append(p.Values, v)
+	}
+	return runs, rows.Err()
+}
+
+// IsLocked reports whether err says the database was locked by another
+// process.
+func IsLocked(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "database is locked") || strings.Contains(err.Error(), "SQLITE_BUSY"))
+}
