@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -93,6 +94,11 @@ func parse(r io.Reader, name string, strict bool) ([]Result, error) {
 			}
 			res.Pkg = res.Config["pkg"]
 			for _, v := range rec.Values {
+				// NaN and ±Inf are no measurement (1e309 parses to +Inf),
+				// and the rank tests never finish on NaN: leave them out.
+				if math.IsNaN(v.Value) || math.IsInf(v.Value, 0) {
+					continue
+				}
 				res.Values = append(res.Values, Value{Value: v.Value, Unit: v.Unit})
 			}
 			out = append(out, res)
