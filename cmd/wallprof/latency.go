@@ -141,6 +141,9 @@ func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	rep.Cost.EstimatedNs = int64(rep.Cost.ProbeHits) * rep.Cost.PerHitNs
 	rep.Cost.OpenCallsAtEnd = sess.Open()
 	for _, r := range rep.Functions {
+		if r.Count == 0 && r.Unmatched == 0 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: no call began after the probes were attached and returned before they were removed; calls already running when they were attached (a keep-alive connection's serve loop, a worker's main loop) are not timed", r.Name))
+		}
 		if r.Unmatched > 0 {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: %d returns had no entry: calls already running when the probes were attached, or entries lost when more than %d calls were open at once", r.Name, r.Unmatched, latency.MaxOpenCalls))
 		}
