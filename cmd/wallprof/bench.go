@@ -141,17 +141,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer st.Close()
 	if *rf.base != "" {
-		ab, err := runAB(ctx, top, *rf.base, cfg)
+		ab, rep, err := compareAB(ctx, st, top, *rf.base, cfg, opts, "compare")
 		if err != nil {
 			return fail(err)
 		}
 		defer ab.cleanup()
-		if err := saveRuns(ctx, st, ab.base, ab.head); err != nil {
-			return fail(err)
-		}
-		deltas := bench.Compare(ab.base, ab.head, opts.options())
-		rep := &bench.Report{Command: "compare", Runs: []bench.RunInfo{ab.base.Info(), ab.head.Info()},
-			Alpha: *opts.alpha, Threshold: *opts.threshold, Deltas: deltas, Regressions: countRegressions(deltas)}
 		return writeCompare(stdout, rep, *opts.asJSON, fail)
 	}
 	run, err := bench.RunHere(ctx, ".", cfg)
@@ -212,6 +206,22 @@ func saveRuns(ctx context.Context, st bench.Store, runs ...*bench.Run) error {
 		}
 	}
 	return nil
+}
+
+// compareAB runs the A/B benchmarks of rev against the work tree of repo,
+// stores both runs and compares them. The caller cleans ab up.
+func compareAB(ctx context.Context, st bench.Store, repo, rev string, cfg bench.RunConfig, opts benchOpts, command string) (*abRun, *bench.Report, error) {
+	ab, err := runAB(ctx, repo, rev, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := saveRuns(ctx, st, ab.base, ab.head); err != nil {
+		ab.cleanup()
+		return nil, nil, err
+	}
+	deltas := bench.Compare(ab.base, ab.head, opts.options())
+	return ab, &bench.Report{Command: command, Runs: []bench.RunInfo{ab.base.Info(), ab.head.Info()},
+		Alpha: *opts.alpha, Threshold: *opts.threshold, Deltas: deltas, Regressions: countRegressions(deltas)}, nil
 }
 
 func countRegressions(ds []bench.Delta) int {
@@ -385,17 +395,12 @@ func runBenchCheck(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	defer st.Close()
 	cfg := bench.RunConfig{Packages: fs.Args(), Bench: *rf.bench, Count: *rf.count, Benchtime: *rf.benchtime}
-	ab, err := runAB(ctx, repo, *rf.base, cfg)
+	ab, rep, err := compareAB(ctx, st, repo, *rf.base, cfg, opts, "check")
 	if err != nil {
 		return fail(err)
 	}
 	defer ab.cleanup()
-	if err := saveRuns(ctx, st, ab.base, ab.head); err != nil {
-		return fail(err)
-	}
-	deltas := bench.Compare(ab.base, ab.head, opts.options())
-	rep := &bench.Report{Command: "check", Runs: []bench.RunInfo{ab.base.Info(), ab.head.Info()},
-		Alpha: *opts.alpha, Threshold: *opts.threshold, Deltas: deltas, Regressions: countRegressions(deltas)}
+	deltas := rep.Deltas
 	if *explain {
 		rep.Explanations, err = explainAll(ctx, ab, deltas, filepath.Join(repo, ".wallprof", "profiles", fmt.Sprint(ab.head.ID)), *top)
 		if err != nil {
