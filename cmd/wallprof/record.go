@@ -352,6 +352,10 @@ func setPlanFromEnv(p *collect.Plan) {
 	}
 	p.NoRunDelay = os.Getenv("WALLPROF_RUN_DELAY") == "0"
 	p.NoExitTP = os.Getenv("WALLPROF_EXIT_TP") == "0"
+	p.FramePointersOnly = os.Getenv("WALLPROF_UNWIND") == "fp"
+	if n, err := strconv.Atoi(os.Getenv("WALLPROF_UNWIND_ROWS")); err == nil && n > 0 {
+		p.UnwindRows = n
+	}
 }
 
 // startError explains why recording could not start.

@@ -41,6 +41,36 @@ type Aggregator struct {
 	cpuNominal  map[uint32]int64 // per thread, the summed weights of its on-CPU (timer) samples
 	key         []byte
 	carried     []Remainder // carried weights that came before any sample of their thread and state
+	// OnProcess, when set, is called with each process's resolver when it
+	// is created (on the reading goroutine: it must not block).
+	OnProcess func(pid uint32, r ProcessResolver)
+	unwind    UnwindCounts
+}
+
+// UnwindCounts are the samples whose user stack the in-kernel unwinder
+// walked, by state (on-CPU, off-CPU) and by why it stopped, and those it
+// did not walk (frame pointers: a process without tables).
+type UnwindCounts struct {
+	OnCPU, OffCPU     [NumUnwindStops]int64
+	FPOnCPU, FPOffCPU int64
+}
+
+// UnwindCounts returns the counts of the samples added so far.
+func (a *Aggregator) UnwindCounts() UnwindCounts { return a.unwind }
+
+func (c *UnwindCounts) add(s *RawSample) {
+	on := s.Weight[profile.OnCPU] > 0
+	why, ok := s.UnwindStop()
+	switch {
+	case !ok && on:
+		c.FPOnCPU++
+	case !ok:
+		c.FPOffCPU++
+	case on:
+		c.OnCPU[why]++
+	default:
+		c.OffCPU[why]++
+	}
 }
 
 type aggEntry struct {
@@ -88,6 +118,9 @@ func (a *Aggregator) Resolver(pid uint32) ProcessResolver {
 		}
 	}
 	a.resolvers[pid] = r
+	if r != nil && a.OnProcess != nil {
+		a.OnProcess(pid, r)
+	}
 	return r
 }
 
@@ -110,6 +143,9 @@ func (a *Aggregator) Add(s *RawSample) {
 		return
 	}
 	user := s.User
+	if len(user) > 0 {
+		a.unwind.add(s)
+	}
 	if r := a.Resolver(s.PID); r != nil && len(user) > 0 {
 		user = r.TrimStack(r.FixLeaf(s.Regs, s.Snap, user))
 	}

@@ -52,6 +52,38 @@ type RawSample struct {
 	Snap    []byte   // user stack memory at Regs.SP
 	KernErr int32    // negative errno when the kernel stack could not be read
 	UserErr int32
+	// Unwind says how User was walked: 0 by frame pointer (bpf_get_stack),
+	// else UnwindDone with why the in-kernel unwinder stopped in the low
+	// byte (UnwindStop).
+	Unwind uint32
+}
+
+// UnwindDone marks RawSample.Unwind when the in-kernel unwinder walked the
+// user stack (UNW_DONE).
+const UnwindDone = 0x100
+
+// UnwindNoMap marks RawSample.Unwind when the thread's pc lay in none of the
+// mappings the unwinder's tables know (UNW_NOMAP): they may be out of date.
+const UnwindNoMap = 0x200
+
+// Why the in-kernel unwinder stopped (UNWR_*).
+const (
+	UnwindEnd      = iota // the outermost frame: an undefined return address, a zero frame pointer or return address
+	UnwindDepth           // the stack had more frames than a sample holds
+	UnwindRead            // memory it needed could not be read (paged out, or a bad address)
+	UnwindRule            // a rule it cannot follow (a DWARF expression, an odd register)
+	UnwindStack           // the next frame was not above this one: a broken frame pointer
+	UnwindInternal        // a map lookup failed
+	NumUnwindStops
+)
+
+// UnwindStop returns why the in-kernel unwinder stopped, and false when it
+// did not walk s.
+func (s *RawSample) UnwindStop() (int, bool) {
+	if s.Unwind&UnwindDone == 0 {
+		return 0, false
+	}
+	return int(min(s.Unwind&0xff, NumUnwindStops-1)), true
 }
 
 // ThreadState is one thread's accounting record (struct tstate).
@@ -143,6 +175,7 @@ func decodeSample(b []byte) (*RawSample, error) {
 	klen := int32(le.Uint32(b[off:]))
 	ulen := int32(le.Uint32(b[off+4:]))
 	snap := le.Uint32(b[off+8:])
+	s.Unwind = le.Uint32(b[off+12:])
 	off += 16
 	kstack := b[off : off+8*maxStack]
 	ustack := b[off+8*maxStack : off+16*maxStack]

@@ -39,6 +39,13 @@ type Plan struct {
 	// NoExitTP does not load the programs on sched_exit_tp: the way of
 	// kernels before 6.16 (to compare).
 	NoExitTP bool
+	// FramePointersOnly walks user stacks by frame pointer alone, as
+	// bpf_get_stack does, instead of with the .eh_frame tables of the
+	// files the targets map (doc/unwind.md).
+	FramePointersOnly bool
+	// UnwindRows bounds the rows of the loaded unwind tables (8 bytes
+	// each); 0: DefaultUnwindRows.
+	UnwindRows int
 }
 
 // ErrBadPlan wraps every plan validation error.
@@ -64,6 +71,14 @@ func (p Plan) Validate() error {
 		}
 	}
 	return nil
+}
+
+// unwindRows is the capacity of the unwind tables.
+func (p Plan) unwindRows() uint32 {
+	if p.UnwindRows <= 0 {
+		return DefaultUnwindRows
+	}
+	return uint32(min(p.UnwindRows, 1<<26))
 }
 
 // PeriodNs is the sampling period in nanoseconds.

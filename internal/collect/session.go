@@ -46,6 +46,7 @@ type Session struct {
 	perfFDs []int
 	reader  *ringbuf.Reader
 	stats   statsSwitch
+	unwind  *unwindTables // nil with Plan.FramePointersOnly
 
 	startNs   uint64
 	wallStart time.Time
@@ -139,6 +140,11 @@ func Open(plan Plan) (*Session, error) {
 		return nil, fmt.Errorf("open BPF ring buffer: %w", err)
 	}
 	s.reader = rd
+	if !plan.FramePointersOnly {
+		c := &s.objs.core
+		s.unwind = newUnwindTables(c.UnwRows, c.UnwFiles, c.UnwProcs, c.UnwMaps, plan.unwindRows())
+		go s.unwind.run()
+	}
 	s.poll.Store(int64(ReadInterval))
 	s.cpuStart = linux.CPUTime()
 	return s, nil
@@ -152,6 +158,16 @@ func (s *Session) load() error {
 		"follow_forks":  boolByte(s.plan.FollowForks),
 		"all_targets":   boolByte(s.plan.All),
 		"self_tgid":     uint32(os.Getpid()),
+		"unwind_tables": boolByte(!s.plan.FramePointersOnly),
+	}
+	if ms, ok := s.spec.Maps["unw_rows"]; ok {
+		ms.MaxEntries = s.plan.unwindRows()
+		if s.plan.FramePointersOnly {
+			ms.MaxEntries = 1
+		}
+	}
+	if ms, ok := s.spec.Maps["unw_maps"]; ok && s.plan.FramePointersOnly {
+		ms.MaxEntries = 1
 	}
 	for name, v := range consts {
 		spec, ok := s.spec.Variables[name]
@@ -389,6 +405,25 @@ func (s *Session) SeedAll() error {
 // unpinned ping-pong from ~1.5% of the target's to ~0.3%.
 const ReadInterval = time.Second
 
+// TrackUnwind loads the unwind tables of pid's files and keeps them
+// current (exec, dlopen) while the recording runs; samples of pid taken
+// before it returns are walked by frame pointer. It does nothing with
+// Plan.FramePointersOnly.
+func (s *Session) TrackUnwind(pid uint32, src UnwindSource) {
+	if s.unwind != nil {
+		s.unwind.track(pid, src)
+	}
+}
+
+// UnwindStats says what the unwind tables held; false with
+// Plan.FramePointersOnly.
+func (s *Session) UnwindStats() (UnwindStats, bool) {
+	if s.unwind == nil {
+		return UnwindStats{}, false
+	}
+	return s.unwind.snapshot(), true
+}
+
 // SetReadInterval changes how often Run reads the ring buffer, from the next
 // read on. A consumer that needs samples soon after they are taken (the
 // goroutine view tags them with the goroutine its latest snapshot saw on the
@@ -434,6 +469,9 @@ func (s *Session) Run(sink func(*RawSample)) {
 		case *RawSample:
 			if !ev.Carry {
 				s.samples.Add(1)
+			}
+			if s.unwind != nil && len(ev.User) > 0 && (ev.Unwind&UnwindDone == 0 || ev.Unwind&UnwindNoMap != 0) {
+				s.unwind.nudge(ev.PID)
 			}
 			if ev.Final {
 				s.mu.Lock()
@@ -560,6 +598,11 @@ type coreObjects struct {
 	Scratch     *ebpf.Map      `ebpf:"scratch"`
 	CPUIn       *ebpf.Map      `ebpf:"cpu_in"`
 	BSS         *ebpf.Map      `ebpf:".bss"` // start_ns and the clock offset, shared with optional programs
+	UnwRows     *ebpf.Map      `ebpf:"unw_rows"`
+	UnwFiles    *ebpf.Map      `ebpf:"unw_files"`
+	UnwProcs    *ebpf.Map      `ebpf:"unw_procs"`
+	UnwMaps     *ebpf.Map      `ebpf:"unw_maps"`
+	UnwFrames   *ebpf.Map      `ebpf:"unw_frames"`
 	StartNs     *ebpf.Variable `ebpf:"start_ns"`
 	UseRd       *ebpf.Variable `ebpf:"use_rd"`
 	ResumeMode  *ebpf.Variable `ebpf:"resume_mode"`
@@ -579,7 +622,8 @@ func (o *objects) Close() error {
 	}
 	o.optional, o.exitTP, o.resume, o.taskExit = nil, nil, nil, nil
 	c := &o.core
-	for _, m := range []*ebpf.Map{c.Events, c.Lost, c.Pendings, c.Targets, c.Tgids, c.Threads, c.Stash, c.Scratch, c.CPUIn, c.BSS} {
+	for _, m := range []*ebpf.Map{c.Events, c.Lost, c.Pendings, c.Targets, c.Tgids, c.Threads, c.Stash, c.Scratch, c.CPUIn, c.BSS,
+		c.UnwRows, c.UnwFiles, c.UnwProcs, c.UnwMaps, c.UnwFrames} {
 		if m != nil {
 			m.Close()
 		}
@@ -605,6 +649,9 @@ func (s *Session) loadOptional(name string) (*ebpf.Program, error) {
 		"targets": s.objs.core.Targets, "tgids": s.objs.core.Tgids, "threads": s.objs.core.Threads,
 		"stash": s.objs.core.Stash, "scratch": s.objs.core.Scratch,
 		"cpu_in": s.objs.core.CPUIn, ".bss": s.objs.core.BSS,
+		"unw_rows": s.objs.core.UnwRows, "unw_files": s.objs.core.UnwFiles,
+		"unw_procs": s.objs.core.UnwProcs, "unw_frames": s.objs.core.UnwFrames,
+		"unw_maps": s.objs.core.UnwMaps,
 	}})
 	if err != nil {
 		return nil, err

@@ -244,6 +244,10 @@ func (s *Session) detach() {
 // once.
 func (s *Session) Close() {
 	s.detach()
+	if s.unwind != nil {
+		s.unwind.close()
+		<-s.unwind.done
+	}
 	if s.reader != nil {
 		_ = s.reader.Close()
 		s.reader = nil

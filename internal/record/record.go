@@ -85,6 +85,8 @@ type session interface {
 	StartNs() uint64
 	Drain()
 	Peek() ([]*collect.ThreadRecord, uint64, error)
+	TrackUnwind(pid uint32, src collect.UnwindSource)
+	UnwindStats() (collect.UnwindStats, bool)
 }
 
 // goSampler is what a Recording needs of the goroutine view.
@@ -243,6 +245,7 @@ func start(pids []int, o Options, d deps) (*Recording, error) {
 			r.cache.Close()
 			return nil, err
 		}
+		r.trackUnwindLater()
 		go s.Run(r.add)
 		return r, nil
 	}
@@ -266,6 +269,19 @@ func start(pids []int, o Options, d deps) (*Recording, error) {
 			return nil, err
 		}
 	}
+	// The targets' unwind tables before their samples are read; the
+	// processes seen later (children, the command a gated shell execs
+	// into) get theirs as their first sample arrives.
+	if !o.Gated {
+		for _, p := range r.pids {
+			if src, ok := r.agg.Resolver(uint32(p)).(collect.UnwindSource); ok {
+				s.TrackUnwind(uint32(p), src)
+			}
+		}
+	} else {
+		go r.trackUnwindAfterExec(gate)
+	}
+	r.trackUnwindLater()
 	go s.Run(r.add)
 	if o.Goroutines {
 		if o.Gated {
@@ -275,6 +291,37 @@ func start(pids []int, o Options, d deps) (*Recording, error) {
 		}
 	}
 	return r, nil
+}
+
+// trackUnwindAfterExec loads the unwind tables of a gated target as soon
+// as the shell has exec'ed the command, rather than when its first sample
+// is read (up to a read interval later, its stacks walked by frame pointer
+// until then).
+func (r *Recording) trackUnwindAfterExec(gate string) {
+	deadline := time.Now().Add(goroutineWait)
+	for r.deps.exe(r.pid) == gate {
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if r.cache == nil {
+		return
+	}
+	if p, err := r.cache.NewProcess(r.pid); err == nil {
+		r.session.TrackUnwind(uint32(r.pid), p)
+	}
+}
+
+// trackUnwindLater has every process the aggregator meets from now on
+// given its unwind tables, in the background: the reader never waits.
+func (r *Recording) trackUnwindLater() {
+	s := r.session
+	r.agg.OnProcess = func(pid uint32, pr collect.ProcessResolver) {
+		if src, ok := pr.(collect.UnwindSource); ok {
+			go s.TrackUnwind(pid, src)
+		}
+	}
 }
 
 func (r *Recording) newAggregator() *collect.Aggregator {
@@ -551,6 +598,9 @@ func (r *Recording) Profile() (*profile.Profile, error) {
 			gr = pr
 		}
 		gview.Attach(p, threads, gr)
+	}
+	if n := r.unwindNote(); n != "" {
+		r.Note("%s", n)
 	}
 	for _, n := range jitNotes(p, func(pid int) jitSourcer {
 		if s, ok := r.agg.Resolver(uint32(pid)).(jitSourcer); ok {

@@ -128,6 +128,10 @@ func (s *fakeSession) Counts() (uint64, uint64)      { return 0, 0 }
 func (s *fakeSession) Close()                        { s.w.record("close") }
 func (s *fakeSession) StartNs() uint64               { return 0 }
 func (s *fakeSession) Drain()                        { s.w.record("drain") }
+func (s *fakeSession) TrackUnwind(pid uint32, _ collect.UnwindSource) {
+	s.w.record(fmt.Sprintf("unwind %d", pid))
+}
+func (s *fakeSession) UnwindStats() (collect.UnwindStats, bool) { return collect.UnwindStats{}, false }
 func (s *fakeSession) Peek() ([]*collect.ThreadRecord, uint64, error) {
 	s.w.record("peek")
 	return s.peek, s.now, nil

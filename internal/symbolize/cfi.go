@@ -35,7 +35,8 @@ type regRule struct {
 type cfaRow struct {
 	cfaReg  uint64
 	cfaOff  int64
-	cfaExpr bool // CFA is a DWARF expression: not evaluated
+	cfaExpr bool   // CFA is a DWARF expression: not evaluated here
+	expr    []byte // the CFA expression, when cfaExpr
 	regs    [nRegs]regRule
 }
 
@@ -59,6 +60,10 @@ func (f *fde) rowAt(pc uint64) (cfaRow, error) {
 type cfaExec struct {
 	c     *cie
 	stack []cfaRow
+	// advance, when set, is called with each row before the location
+	// moves on: the row holds from loc up to the next call's loc.
+	advance func(loc uint64, row *cfaRow)
+	loc     uint64 // the location when run returned
 }
 
 // run executes prog starting at location loc and stops when the location
@@ -83,7 +88,11 @@ func (ex *cfaExec) run(row, initial *cfaRow, prog []byte, loc, pc, base uint64) 
 				return err
 			}
 			if op == 0x01 { // DW_CFA_set_loc: absolute
+				if ex.advance != nil {
+					ex.advance(loc, row)
+				}
 				if adv > pc {
+					ex.loc = adv
 					return nil
 				}
 				loc = adv
@@ -94,12 +103,17 @@ func (ex *cfaExec) run(row, initial *cfaRow, prog []byte, loc, pc, base uint64) 
 			return r.err
 		}
 		if adv != 0 {
+			if ex.advance != nil {
+				ex.advance(loc, row)
+			}
 			loc += adv * ex.c.codeAlign
 			if loc > pc {
+				ex.loc = loc
 				return nil
 			}
 		}
 	}
+	ex.loc = loc
 	return nil
 }
 
@@ -143,13 +157,13 @@ func (ex *cfaExec) extended(row, initial *cfaRow, r *reader, op byte, base uint6
 	case 0x0c: // def_cfa
 		row.cfaReg = r.uleb()
 		row.cfaOff = int64(r.uleb())
-		row.cfaExpr = false
+		row.cfaExpr, row.expr = false, nil
 	case 0x0d: // def_cfa_register
 		row.cfaReg = r.uleb()
 	case 0x0e: // def_cfa_offset
 		row.cfaOff = int64(r.uleb())
 	case 0x0f: // def_cfa_expression
-		r.take(int(min(r.uleb(), uint64(len(r.b)))))
+		row.expr = r.take(int(min(r.uleb(), uint64(len(r.b)))))
 		row.cfaExpr = true
 	case 0x10, 0x16: // expression, val_expression
 		reg := r.uleb()
@@ -161,7 +175,7 @@ func (ex *cfaExec) extended(row, initial *cfaRow, r *reader, op byte, base uint6
 	case 0x12: // def_cfa_sf
 		row.cfaReg = r.uleb()
 		row.cfaOff = r.sleb() * da
-		row.cfaExpr = false
+		row.cfaExpr, row.expr = false, nil
 	case 0x13: // def_cfa_offset_sf
 		row.cfaOff = r.sleb() * da
 	case 0x14: // val_offset

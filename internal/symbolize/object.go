@@ -42,6 +42,9 @@ type object struct {
 
 	goOnce sync.Once
 	gt     goTable
+
+	unwOnce sync.Once
+	unw     *UnwindTable
 }
 
 func newObject(name string, ef *elf.File, f *os.File) *object {

@@ -98,6 +98,14 @@ func (p *Process) Refresh() error {
 		return fmt.Errorf("read maps of process %d: %w", p.pid, err)
 	}
 	entries := parseMaps(data)
+	if len(entries) == 0 {
+		// An exiting process (a zombie) shows no mappings: keep the ones
+		// read while it lived, which its samples still need.
+		p.mu.Lock()
+		p.lastLook = time.Now()
+		p.mu.Unlock()
+		return nil
+	}
 	p.mu.RLock()
 	old := map[profile.Mapping]*region{}
 	for _, r := range p.maps {

@@ -47,7 +47,7 @@ type WallprofSampleEvent struct {
 	Klen    int32
 	Ulen    int32
 	SnapLen uint32
-	Pad     uint32
+	Unwind  uint32
 	Kstack  [127]uint64
 	Ustack  [127]uint64
 	Snap    [512]uint8
@@ -116,6 +116,41 @@ type WallprofTstate struct {
 	Nivcsw       uint64
 }
 
+type WallprofUnwFile struct {
+	_     structs.HostLayout
+	Base  uint64
+	Start uint32
+	Count uint32
+}
+
+type WallprofUnwFrames struct {
+	_  structs.HostLayout
+	Pc [127]uint64
+}
+
+type WallprofUnwMap struct {
+	_     structs.HostLayout
+	Start uint64
+	End   uint64
+	Bias  uint64
+	File  uint32
+	Pad   uint32
+}
+
+type WallprofUnwProc struct {
+	_    structs.HostLayout
+	N    uint32
+	Slot uint32
+}
+
+type WallprofUnwRow struct {
+	_      structs.HostLayout
+	Pc     uint32
+	CfaOff uint16
+	Kind   uint8
+	BpOff  int8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -130,6 +165,11 @@ const (
 	WallprofMapTargets          = "targets"
 	WallprofMapTgids            = "tgids"
 	WallprofMapThreads          = "threads"
+	WallprofMapUnwFiles         = "unw_files"
+	WallprofMapUnwFrames        = "unw_frames"
+	WallprofMapUnwMaps          = "unw_maps"
+	WallprofMapUnwProcs         = "unw_procs"
+	WallprofMapUnwRows          = "unw_rows"
 	WallprofProgDumpOffcpu      = "dump_offcpu"
 	WallprofProgOnCpuSample     = "on_cpu_sample"
 	WallprofProgOnFork          = "on_fork"
@@ -155,6 +195,11 @@ const (
 	WallprofVarUnusedExit       = "unused_exit"
 	WallprofVarUnusedSample     = "unused_sample"
 	WallprofVarUnusedThreadSnap = "unused_thread_snap"
+	WallprofVarUnusedUnwFile    = "unused_unw_file"
+	WallprofVarUnusedUnwMap     = "unused_unw_map"
+	WallprofVarUnusedUnwProc    = "unused_unw_proc"
+	WallprofVarUnusedUnwRow     = "unused_unw_row"
+	WallprofVarUnwindTables     = "unwind_tables"
 	WallprofVarUseRd            = "use_rd"
 )
 
@@ -218,16 +263,21 @@ type WallprofProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type WallprofMapSpecs struct {
-	CpuIn    *ebpf.MapSpec `ebpf:"cpu_in"`
-	Events   *ebpf.MapSpec `ebpf:"events"`
-	Lost     *ebpf.MapSpec `ebpf:"lost"`
-	Pendings *ebpf.MapSpec `ebpf:"pendings"`
-	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
-	SnapBuf  *ebpf.MapSpec `ebpf:"snap_buf"`
-	Stash    *ebpf.MapSpec `ebpf:"stash"`
-	Targets  *ebpf.MapSpec `ebpf:"targets"`
-	Tgids    *ebpf.MapSpec `ebpf:"tgids"`
-	Threads  *ebpf.MapSpec `ebpf:"threads"`
+	CpuIn     *ebpf.MapSpec `ebpf:"cpu_in"`
+	Events    *ebpf.MapSpec `ebpf:"events"`
+	Lost      *ebpf.MapSpec `ebpf:"lost"`
+	Pendings  *ebpf.MapSpec `ebpf:"pendings"`
+	Scratch   *ebpf.MapSpec `ebpf:"scratch"`
+	SnapBuf   *ebpf.MapSpec `ebpf:"snap_buf"`
+	Stash     *ebpf.MapSpec `ebpf:"stash"`
+	Targets   *ebpf.MapSpec `ebpf:"targets"`
+	Tgids     *ebpf.MapSpec `ebpf:"tgids"`
+	Threads   *ebpf.MapSpec `ebpf:"threads"`
+	UnwFiles  *ebpf.MapSpec `ebpf:"unw_files"`
+	UnwFrames *ebpf.MapSpec `ebpf:"unw_frames"`
+	UnwMaps   *ebpf.MapSpec `ebpf:"unw_maps"`
+	UnwProcs  *ebpf.MapSpec `ebpf:"unw_procs"`
+	UnwRows   *ebpf.MapSpec `ebpf:"unw_rows"`
 }
 
 // WallprofVariableSpecs contains global variables before they are loaded into the kernel.
@@ -247,6 +297,11 @@ type WallprofVariableSpecs struct {
 	UnusedExit       *ebpf.VariableSpec `ebpf:"unused_exit"`
 	UnusedSample     *ebpf.VariableSpec `ebpf:"unused_sample"`
 	UnusedThreadSnap *ebpf.VariableSpec `ebpf:"unused_thread_snap"`
+	UnusedUnwFile    *ebpf.VariableSpec `ebpf:"unused_unw_file"`
+	UnusedUnwMap     *ebpf.VariableSpec `ebpf:"unused_unw_map"`
+	UnusedUnwProc    *ebpf.VariableSpec `ebpf:"unused_unw_proc"`
+	UnusedUnwRow     *ebpf.VariableSpec `ebpf:"unused_unw_row"`
+	UnwindTables     *ebpf.VariableSpec `ebpf:"unwind_tables"`
 	UseRd            *ebpf.VariableSpec `ebpf:"use_rd"`
 }
 
@@ -270,16 +325,21 @@ func (o *WallprofObjects) Close() error {
 //
 // It can be passed to LoadWallprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type WallprofMaps struct {
-	CpuIn    *ebpf.Map `ebpf:"cpu_in"`
-	Events   *ebpf.Map `ebpf:"events"`
-	Lost     *ebpf.Map `ebpf:"lost"`
-	Pendings *ebpf.Map `ebpf:"pendings"`
-	Scratch  *ebpf.Map `ebpf:"scratch"`
-	SnapBuf  *ebpf.Map `ebpf:"snap_buf"`
-	Stash    *ebpf.Map `ebpf:"stash"`
-	Targets  *ebpf.Map `ebpf:"targets"`
-	Tgids    *ebpf.Map `ebpf:"tgids"`
-	Threads  *ebpf.Map `ebpf:"threads"`
+	CpuIn     *ebpf.Map `ebpf:"cpu_in"`
+	Events    *ebpf.Map `ebpf:"events"`
+	Lost      *ebpf.Map `ebpf:"lost"`
+	Pendings  *ebpf.Map `ebpf:"pendings"`
+	Scratch   *ebpf.Map `ebpf:"scratch"`
+	SnapBuf   *ebpf.Map `ebpf:"snap_buf"`
+	Stash     *ebpf.Map `ebpf:"stash"`
+	Targets   *ebpf.Map `ebpf:"targets"`
+	Tgids     *ebpf.Map `ebpf:"tgids"`
+	Threads   *ebpf.Map `ebpf:"threads"`
+	UnwFiles  *ebpf.Map `ebpf:"unw_files"`
+	UnwFrames *ebpf.Map `ebpf:"unw_frames"`
+	UnwMaps   *ebpf.Map `ebpf:"unw_maps"`
+	UnwProcs  *ebpf.Map `ebpf:"unw_procs"`
+	UnwRows   *ebpf.Map `ebpf:"unw_rows"`
 }
 
 func (m *WallprofMaps) Close() error {
@@ -294,6 +354,11 @@ func (m *WallprofMaps) Close() error {
 		m.Targets,
 		m.Tgids,
 		m.Threads,
+		m.UnwFiles,
+		m.UnwFrames,
+		m.UnwMaps,
+		m.UnwProcs,
+		m.UnwRows,
 	)
 }
 
@@ -314,6 +379,11 @@ type WallprofVariables struct {
 	UnusedExit       *ebpf.Variable `ebpf:"unused_exit"`
 	UnusedSample     *ebpf.Variable `ebpf:"unused_sample"`
 	UnusedThreadSnap *ebpf.Variable `ebpf:"unused_thread_snap"`
+	UnusedUnwFile    *ebpf.Variable `ebpf:"unused_unw_file"`
+	UnusedUnwMap     *ebpf.Variable `ebpf:"unused_unw_map"`
+	UnusedUnwProc    *ebpf.Variable `ebpf:"unused_unw_proc"`
+	UnusedUnwRow     *ebpf.Variable `ebpf:"unused_unw_row"`
+	UnwindTables     *ebpf.Variable `ebpf:"unwind_tables"`
 	UseRd            *ebpf.Variable `ebpf:"use_rd"`
 }
 

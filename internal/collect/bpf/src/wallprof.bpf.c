@@ -131,7 +131,7 @@ struct sample_event {
 	s32 klen; /* bytes of kstack, or negative errno */
 	s32 ulen; /* bytes of ustack, or negative errno */
 	u32 snap_len;
-	u32 pad;
+	u32 unwind; /* UNW_DONE | why the in-kernel unwinder stopped, 0 if it did not run */
 	u64 kstack[MAX_STACK];
 	u64 ustack[MAX_STACK];
 	u8 snap[SNAP_BYTES];
@@ -262,7 +262,95 @@ struct {
 	__uint(max_entries, 8 << 20);
 } events SEC(".maps");
 
+/* The in-kernel unwinder's tables (doc/unwind.md), filled by user space:
+ * rows of every loaded file in one array, each file's slice of it, and each
+ * process's executable mappings sorted by address, in a slot of unw_maps.
+ * Every table is an array searched through map lookups with keys, not
+ * pointer arithmetic, so that the verifier need not track the searches'
+ * bounds precisely and prunes their states. */
+#define UNW_MAX_MAPS 256
+#define UNW_MAX_PROCS 512
+enum { UNW_NONE = 0, UNW_RSP, UNW_RBP, UNW_PLT, UNW_END, UNW_UNSUP };
+/* Why the unwinder stopped (sample_event.unwind, with UNW_DONE set). */
+enum { UNWR_END = 0, UNWR_DEPTH, UNWR_READ, UNWR_RULE, UNWR_STACK, UNWR_INTERNAL };
+#define UNW_DONE 0x100
+/* The thread's pc lay in none of the mappings the tables know: they are
+ * out of date (an exec, a dlopen) or the code is anonymous (JIT). */
+#define UNW_NOMAP 0x200
+
+struct unw_row {
+	u32 pc;      /* offset from the file's base */
+	u16 cfa_off;
+	u8 kind;
+	signed char bp_off; /* caller's RBP at CFA + 8*bp_off; 0: RBP unchanged */
+};
+
+struct unw_file {
+	u64 base;
+	u32 start; /* index of its first row in unw_rows */
+	u32 count;
+};
+
+struct unw_map {
+	u64 start, end;
+	u64 bias; /* ELF virtual address = address - bias */
+	u32 file; /* 0: no table, follow the frame pointer */
+	u32 pad;
+};
+
+struct unw_proc {
+	u32 n;    /* mappings */
+	u32 slot; /* its mappings are unw_maps[slot*UNW_MAX_MAPS ...] */
+};
+
+/* Set by user space before loading: whether it fills the tables. */
+const volatile u8 unwind_tables = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1 << 21); /* resized by user space before loading */
+	__type(key, u32);
+	__type(value, struct unw_row);
+} unw_rows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, u32);
+	__type(value, struct unw_file);
+} unw_files SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, UNW_MAX_PROCS);
+	__type(key, u32);
+	__type(value, struct unw_proc);
+} unw_procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, UNW_MAX_PROCS * UNW_MAX_MAPS); /* 1 with FramePointersOnly */
+	__type(key, u32);
+	__type(value, struct unw_map);
+} unw_maps SEC(".maps");
+
+/* The frames being unwound: slot 0 for the tracepoints, 1 for the timer,
+ * which can interrupt them. */
+struct unw_frames {
+	u64 pc[MAX_STACK];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, u32);
+	__type(value, struct unw_frames);
+} unw_frames SEC(".maps");
+
 /* Force an exception-free type export for bpf2go. */
+const struct unw_row *unused_unw_row __attribute__((unused));
+const struct unw_file *unused_unw_file __attribute__((unused));
+const struct unw_proc *unused_unw_proc __attribute__((unused));
+const struct unw_map *unused_unw_map __attribute__((unused));
 const struct sample_event *unused_sample __attribute__((unused));
 const struct exit_event *unused_exit __attribute__((unused));
 
@@ -448,14 +536,218 @@ static __always_inline void snapshot_current(struct sample_event *e)
 		count_lost(LOST_SNAPSHOT);
 }
 
-/* fill_user takes the current thread's user stack, registers and snapshot. */
-static __always_inline void fill_user(void *ctx, struct sample_event *e)
+/* ======================================================================
+ * The in-kernel unwinder: .eh_frame rows where the file has them, the frame
+ * pointer elsewhere (doc/unwind.md).
+ * ====================================================================== */
+
+struct unw_ctx {
+	u64 ip, sp, bp;
+	u32 tgid;
+	u32 n;
+	u32 slot;
+	u32 why;
+};
+
+/* unw_find_map returns the mapping of process tgid that holds pc, or NULL. */
+static __always_inline struct unw_map *unw_find_map(u32 tgid, u64 pc)
+{
+	struct unw_proc *p = bpf_map_lookup_elem(&unw_procs, &tgid);
+	if (!p)
+		return NULL;
+	/* The searches keep a base and a length that start from map values,
+	 * never from constants: the verifier then knows them only by their
+	 * ranges, so it neither marks them precise nor tells the iterations
+	 * apart, and it prunes the paths of the search (a search from 0 would
+	 * be verified once per path: 2^depth). */
+	/* The first mapping that ends after pc (user space keeps n <= 256). */
+	u32 first = p->slot * UNW_MAX_MAPS, end = first + p->n;
+	u32 base = first, len = p->n;
+	for (int k = 0; k < 9 && len > 0; k++) {
+		u32 half = len / 2;
+		u32 key = base + half;
+		struct unw_map *m = bpf_map_lookup_elem(&unw_maps, &key);
+		if (!m)
+			return NULL;
+		if (m->end <= pc) {
+			base = key + 1;
+			len -= half + 1;
+		} else {
+			len = half;
+		}
+	}
+	if (base >= end)
+		return NULL;
+	u32 key = base;
+	struct unw_map *m = bpf_map_lookup_elem(&unw_maps, &key);
+	if (!m || m->start > pc)
+		return NULL;
+	return m;
+}
+
+/* unw_find returns the row in effect at pc in process tgid, or NULL where no
+ * table covers it. */
+static __always_inline struct unw_row *unw_find(u32 tgid, u64 pc)
+{
+	struct unw_map *m = unw_find_map(tgid, pc);
+	if (!m || !m->file)
+		return NULL;
+	u32 fid = m->file;
+	struct unw_file *f = bpf_map_lookup_elem(&unw_files, &fid);
+	if (!f)
+		return NULL;
+	u64 rel = pc - m->bias - f->base;
+	if (rel >> 32)
+		return NULL;
+	/* The first row after rel; the one before it is in effect. */
+	u32 start = f->start;
+	u32 base = start, len = f->count;
+	for (int k = 0; k < 25 && len > 0; k++) {
+		u32 half = len / 2;
+		u32 idx = base + half;
+		struct unw_row *r = bpf_map_lookup_elem(&unw_rows, &idx);
+		if (!r)
+			return NULL;
+		if (r->pc <= (u32)rel) {
+			base = idx + 1;
+			len -= half + 1;
+		} else {
+			len = half;
+		}
+	}
+	if (base <= start)
+		return NULL;
+	u32 idx = base - 1;
+	return bpf_map_lookup_elem(&unw_rows, &idx);
+}
+
+/* unw_step records the frame at c->ip and moves c to its caller; it
+ * returns 1 to stop (c->why says why). */
+static long unw_step(u64 i, void *arg)
+{
+	struct unw_ctx *c = arg;
+	u32 slot = c->slot;
+	struct unw_frames *fr = bpf_map_lookup_elem(&unw_frames, &slot);
+	if (!fr) {
+		c->why = UNWR_INTERNAL;
+		return 1;
+	}
+	/* Frame i is recorded in the loop's iteration i. The index is the
+	 * loop's, which the verifier knows only by its range, rather than a
+	 * count in c, which it would know exactly and so verify this
+	 * function once per frame. */
+	if (i >= MAX_STACK) {
+		c->why = UNWR_DEPTH;
+		return 1;
+	}
+	fr->pc[i] = c->ip;
+	c->n = i + 1;
+	u32 n = i;
+	/* A return address may be just past its function's last instruction. */
+	u64 pc = n ? c->ip - 1 : c->ip;
+	struct unw_row *r = unw_find(c->tgid, pc);
+	u8 kind = r ? r->kind : UNW_NONE;
+	u64 cfa, ra, bp = c->bp;
+	switch (kind) {
+	case UNW_NONE:
+		/* The frame pointer: Go and JIT code, code without tables. */
+		if (!c->bp) {
+			c->why = UNWR_END;
+			return 1;
+		}
+		if (c->bp < c->sp || (c->bp & 7)) {
+			c->why = UNWR_STACK;
+			return 1;
+		}
+		if (bpf_probe_read_user(&bp, 8, (void *)c->bp)) {
+			c->why = UNWR_READ;
+			return 1;
+		}
+		cfa = c->bp + 16;
+		break;
+	case UNW_RSP:
+		cfa = c->sp + r->cfa_off;
+		break;
+	case UNW_RBP:
+		cfa = c->bp + r->cfa_off;
+		break;
+	case UNW_PLT:
+		cfa = c->sp + 8 + (((c->ip & 15) >= r->cfa_off) ? 8 : 0);
+		break;
+	case UNW_END:
+		c->why = UNWR_END;
+		return 1;
+	default:
+		c->why = UNWR_RULE;
+		return 1;
+	}
+	if (cfa <= c->sp && n) {
+		/* The stack grows down: a caller's frame lies above. */
+		c->why = UNWR_STACK;
+		return 1;
+	}
+	if (bpf_probe_read_user(&ra, 8, (void *)(cfa - 8))) {
+		c->why = UNWR_READ;
+		return 1;
+	}
+	if (r && kind != UNW_NONE && r->bp_off) {
+		if (bpf_probe_read_user(&bp, 8, (void *)(cfa + (s64)r->bp_off * 8))) {
+			c->why = UNWR_READ;
+			return 1;
+		}
+	}
+	if (!ra) {
+		c->why = UNWR_END;
+		return 1;
+	}
+	c->ip = ra;
+	c->sp = cfa;
+	c->bp = bp;
+	return 0;
+}
+
+/* unwind_user fills e->ustack from the registers in e with the tables of
+ * e's process; it returns false (and leaves e alone) when the process has
+ * none. */
+static __always_inline bool unwind_user(struct sample_event *e, u32 slot)
+{
+	if (!unwind_tables || !e->ip)
+		return false;
+	u32 tgid = e->pid;
+	if (!bpf_map_lookup_elem(&unw_procs, &tgid))
+		return false;
+	u32 nomap = unw_find_map(tgid, e->ip) ? 0 : UNW_NOMAP;
+	struct unw_ctx c = {.ip = e->ip, .sp = e->sp, .bp = e->bp, .tgid = tgid, .slot = slot, .why = UNWR_DEPTH};
+	bpf_loop(MAX_STACK, unw_step, &c, 0);
+	struct unw_frames *fr = bpf_map_lookup_elem(&unw_frames, &slot);
+	if (!fr)
+		return false;
+	u32 n = c.n;
+	if (n > MAX_STACK)
+		n = MAX_STACK;
+	bpf_probe_read_kernel(e->ustack, sizeof(e->ustack), fr->pc);
+	e->ulen = n * 8;
+	e->unwind = UNW_DONE | nomap | c.why;
+	return true;
+}
+
+/* fill_user takes the current thread's user stack, registers and snapshot.
+ * slot is the unwinder's scratch slot: 1 in the timer, 0 elsewhere. */
+static __always_inline void fill_user_slot(void *ctx, struct sample_event *e, u32 slot)
 {
 	read_user_regs(bpf_get_current_task_btf(), e);
-	e->ulen = bpf_get_stack(ctx, e->ustack, sizeof(e->ustack), BPF_F_USER_STACK);
-	if (e->ulen < 0)
-		count_lost(LOST_USTACK);
+	e->unwind = 0;
+	if (!unwind_user(e, slot)) {
+		e->ulen = bpf_get_stack(ctx, e->ustack, sizeof(e->ustack), BPF_F_USER_STACK);
+		if (e->ulen < 0)
+			count_lost(LOST_USTACK);
+	}
 	snapshot_current(e);
+}
+
+static __always_inline void fill_user(void *ctx, struct sample_event *e)
+{
+	fill_user_slot(ctx, e, 0);
 }
 
 static __always_inline void fill_header(struct sample_event *e, u32 flags)
@@ -465,7 +757,7 @@ static __always_inline void fill_header(struct sample_event *e, u32 flags)
 	e->pid = id >> 32;
 	e->tid = (u32)id;
 	e->flags = flags;
-	e->pad = 0;
+	e->unwind = 0;
 	e->ts = bpf_ktime_get_ns();
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 }
@@ -479,7 +771,7 @@ static __always_inline void submit(struct sample_event *e)
 }
 
 /* emit_current_sample sends a sample of the current thread's stacks. */
-static __always_inline void emit_current_sample(void *ctx, u64 *w)
+static __always_inline void emit_current_sample_slot(void *ctx, u64 *w, u32 slot)
 {
 	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -493,8 +785,13 @@ static __always_inline void emit_current_sample(void *ctx, u64 *w)
 	e->klen = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
 	if (e->klen < 0)
 		count_lost(LOST_KSTACK);
-	fill_user(ctx, e);
+	fill_user_slot(ctx, e, slot);
 	submit(e);
+}
+
+static __always_inline void emit_current_sample(void *ctx, u64 *w)
+{
+	emit_current_sample_slot(ctx, w, 0);
 }
 
 static __always_inline void emit_exit(struct tstate *st, u32 tid, u64 now)
@@ -615,7 +912,7 @@ int on_cpu_sample(void *ctx)
 	 * space scales a thread's samples to its exact CPU time. */
 	u64 w[NSTATES] = {};
 	w[ST_ONCPU] = period_ns;
-	emit_current_sample(ctx, w);
+	emit_current_sample_slot(ctx, w, 1);
 	return 0;
 }
 
@@ -1378,7 +1675,7 @@ int dump_offcpu(struct bpf_iter__task *ctx)
 	e->pid = task->tgid;
 	e->tid = tid;
 	e->flags = SAMPLE_FINAL;
-	e->pad = 0;
+	e->unwind = 0;
 	e->ts = bpf_ktime_get_ns();
 #pragma unroll
 	for (int i = 0; i < NSTATES; i++)

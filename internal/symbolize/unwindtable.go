@@ -1,0 +1,247 @@
+package symbolize
+
+import (
+	"bytes"
+	"sort"
+)
+
+// This file turns an object's call frame information (.eh_frame, else
+// .debug_frame) into the compact table the in-kernel unwinder searches
+// (doc/unwind.md): one 8-byte row per address where the rule changes, sorted
+// by address, saying how to find the CFA, where the return address is (always
+// CFA-8 on x86-64, or the row says it cannot be found) and where RBP was
+// saved.
+
+// UnwindKind says how a row finds the caller's frame.
+type UnwindKind uint8
+
+// The kinds, as the BPF program (unw_row.kind) reads them.
+const (
+	// UnwindNone: no CFI covers the address; the unwinder follows the frame
+	// pointer (Go code, JIT code, and gaps between functions).
+	UnwindNone UnwindKind = iota
+	UnwindRSP             // CFA = RSP + CFAOff
+	UnwindRBP             // CFA = RBP + CFAOff
+	// UnwindPLT: the PLT stub's expression, CFA = RSP + 8, plus 8 when
+	// (RIP & 15) >= CFAOff.
+	UnwindPLT
+	UnwindEnd         // the return address is undefined: the outermost frame
+	UnwindUnsupported // a rule the unwinder cannot follow: it stops here
+)
+
+// UnwindRow is one row of an unwind table.
+type UnwindRow struct {
+	PC     uint32 // offset from the table's Base
+	CFAOff uint16
+	Kind   UnwindKind
+	// BPOff is where the caller's RBP was saved, in 8-byte units from the
+	// CFA (RBP = *(CFA + 8*BPOff)); 0 when RBP still holds it.
+	BPOff int8
+}
+
+// UnwindTable is the unwind table of one object.
+type UnwindTable struct {
+	Base uint64 // the ELF virtual address row PCs count from
+	Rows []UnwindRow
+}
+
+// maxTableSpan is the largest address range one table covers: row PCs are
+// 32-bit offsets from Base.
+const maxTableSpan = 1 << 32
+
+// pltExpr is the CFA expression binutils gives PLT entries, up to its
+// threshold literal: DW_OP_breg7 8; DW_OP_breg16 0; DW_OP_lit15; DW_OP_and;
+// DW_OP_litN; DW_OP_ge; DW_OP_lit3; DW_OP_shl; DW_OP_plus.
+var (
+	pltExprHead = []byte{0x77, 0x08, 0x80, 0x00, 0x3f, 0x1a}
+	pltExprTail = []byte{0x2a, 0x33, 0x24, 0x22}
+)
+
+// unwindRow compacts one CFI row.
+func unwindRow(row *cfaRow) UnwindRow {
+	unsupported := UnwindRow{Kind: UnwindUnsupported}
+	switch ra := row.regs[dwRA]; {
+	case ra.kind == ruleUndefined:
+		return UnwindRow{Kind: UnwindEnd}
+	case ra.kind != ruleOffset || ra.off != -8:
+		return unsupported
+	}
+	var out UnwindRow
+	switch {
+	case row.cfaExpr:
+		e := row.expr
+		if len(e) != len(pltExprHead)+1+len(pltExprTail) || !bytes.HasPrefix(e, pltExprHead) ||
+			!bytes.HasSuffix(e, pltExprTail) || e[len(pltExprHead)] < 0x30 || e[len(pltExprHead)] > 0x4f {
+			return unsupported
+		}
+		out = UnwindRow{Kind: UnwindPLT, CFAOff: uint16(e[len(pltExprHead)] - 0x30)}
+	case row.cfaOff < 0 || row.cfaOff > 0xffff:
+		return unsupported
+	case row.cfaReg == dwRSP:
+		out = UnwindRow{Kind: UnwindRSP, CFAOff: uint16(row.cfaOff)}
+	case row.cfaReg == dwRBP:
+		out = UnwindRow{Kind: UnwindRBP, CFAOff: uint16(row.cfaOff)}
+	default:
+		return unsupported
+	}
+	switch bp := row.regs[dwRBP]; bp.kind {
+	case ruleOffset:
+		if bp.off%8 != 0 || bp.off/8 < -128 || bp.off/8 > 127 || bp.off == 0 {
+			return unsupported
+		}
+		out.BPOff = int8(bp.off / 8)
+	case ruleSame:
+	default:
+		// RBP restored some other way: the rows after this frame that
+		// follow the frame pointer would read garbage. Rare (hand-written
+		// assembly); stop rather than guess.
+		return unsupported
+	}
+	return out
+}
+
+// unwindTable builds the table from the object's CFI: .eh_frame where it
+// has one, and .debug_frame for the addresses .eh_frame does not cover. It
+// returns nil when the object has no CFI (Go binaries linked internally,
+// JIT images): its code is unwound by frame pointers.
+func (o *object) unwindTable() *UnwindTable {
+	o.unwOnce.Do(func() { o.unw = buildUnwindTable(o.cfiTables()) })
+	return o.unw
+}
+
+type absRow struct {
+	pc  uint64
+	row UnwindRow
+}
+
+func buildUnwindTable(tables []*cfiTable) *UnwindTable {
+	var rows []absRow
+	var covered []*cfiTable // the tables already taken, for overlap checks
+	for _, t := range tables {
+		if t == nil {
+			continue
+		}
+		for i := range t.fdes {
+			f := &t.fdes[i]
+			if f.hi <= f.lo || inAny(covered, f.lo) {
+				continue
+			}
+			rows = appendFDERows(rows, f)
+		}
+		covered = append(covered, t)
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].pc < rows[j].pc })
+	base := rows[0].pc
+	out := &UnwindTable{Base: base, Rows: make([]UnwindRow, 0, len(rows))}
+	for i, r := range rows {
+		if r.pc-base >= maxTableSpan {
+			break
+		}
+		// Of rows at one address, the last wins, but an FDE's end marker
+		// (UnwindNone) gives way to the first row of the FDE that starts
+		// there.
+		if i+1 < len(rows) && rows[i+1].pc == r.pc {
+			if rows[i+1].row.Kind == UnwindNone && r.row.Kind != UnwindNone {
+				rows[i+1].row = r.row
+			}
+			continue
+		}
+		r.row.PC = uint32(r.pc - base)
+		if n := len(out.Rows); n > 0 && sameRule(out.Rows[n-1], r.row) {
+			continue
+		}
+		out.Rows = append(out.Rows, r.row)
+	}
+	return out
+}
+
+func sameRule(a, b UnwindRow) bool {
+	return a.Kind == b.Kind && a.CFAOff == b.CFAOff && a.BPOff == b.BPOff
+}
+
+func inAny(tables []*cfiTable, pc uint64) bool {
+	for _, t := range tables {
+		if _, ok := t.find(pc); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// appendFDERows appends f's rows, and an UnwindNone row at its end.
+func appendFDERows(rows []absRow, f *fde) []absRow {
+	var row cfaRow
+	ex := cfaExec{c: f.cie}
+	if err := ex.run(&row, nil, f.cie.initial, 0, ^uint64(0), 0); err != nil {
+		return rows
+	}
+	initial := row
+	start := len(rows)
+	ex.advance = func(loc uint64, r *cfaRow) {
+		if loc >= f.lo && loc < f.hi {
+			rows = append(rows, absRow{pc: loc, row: unwindRow(r)})
+		}
+	}
+	if err := ex.run(&row, &initial, f.instr, f.lo, ^uint64(0), f.base); err != nil {
+		// A broken program: keep nothing of it rather than wrong rows.
+		return rows[:start]
+	}
+	if ex.loc < f.hi {
+		rows = append(rows, absRow{pc: ex.loc, row: unwindRow(&row)})
+	}
+	return append(rows, absRow{pc: f.hi, row: UnwindRow{Kind: UnwindNone}})
+}
+
+// UnwindMapping is one executable mapping of a process and the unwind table
+// of its file: an address addr in [Start, Limit) is at ELF virtual address
+// addr - Bias.
+type UnwindMapping struct {
+	Start, Limit uint64
+	Bias         uint64
+	// Key names the file (its build id, else its path): tables are shared
+	// between the processes that map the same file.
+	Key   string
+	Table *UnwindTable // nil: no CFI, frame pointers only
+}
+
+// UnwindMappings returns the process's file-backed executable mappings with
+// their unwind tables, ordered by address, building each object's table on
+// first use. Anonymous memory (JIT code) and pseudo mappings are left out:
+// the unwinder follows frame pointers there.
+func (p *Process) UnwindMappings() []UnwindMapping {
+	p.mu.RLock()
+	regions := append([]*region(nil), p.maps...)
+	p.mu.RUnlock()
+	var out []UnwindMapping
+	for _, r := range regions {
+		if r.obj == nil || r.pseudo != "" {
+			continue
+		}
+		va, ok := r.obj.mappedVaddr(r.m.Offset)
+		if !ok {
+			continue
+		}
+		key := r.obj.buildID
+		if key == "" {
+			key = r.obj.name
+		}
+		out = append(out, UnwindMapping{Start: r.m.Start, Limit: r.m.Limit, Bias: r.m.Start - va,
+			Key: key, Table: r.obj.unwindTable()})
+	}
+	return out
+}
+
+// mappedVaddr is the ELF virtual address that a mapping of the file at
+// offset off starts at. The mapping starts at a page boundary, which may lie
+// before the segment's own file offset.
+func (o *object) mappedVaddr(off uint64) (uint64, bool) {
+	for _, p := range o.loads {
+		if off >= p.Off&^0xfff && off < p.Off+p.Filesz {
+			return off + p.Vaddr - p.Off, true
+		}
+	}
+	return 0, false
+}
