@@ -29,6 +29,7 @@ type regRule struct {
 	kind ruleKind
 	off  int64
 	reg  uint64
+	expr []byte // ruleExpr: the expression (DW_CFA_expression; not for val_expression)
 }
 
 // cfaRow is one row of the unwind table.
@@ -165,7 +166,10 @@ func (ex *cfaExec) extended(row, initial *cfaRow, r *reader, op byte, base uint6
 	case 0x0f: // def_cfa_expression
 		row.expr = r.take(int(min(r.uleb(), uint64(len(r.b)))))
 		row.cfaExpr = true
-	case 0x10, 0x16: // expression, val_expression
+	case 0x10: // expression: the register is saved at the address it computes
+		reg := r.uleb()
+		setRule(row, reg, regRule{kind: ruleExpr, expr: r.take(int(min(r.uleb(), uint64(len(r.b)))))})
+	case 0x16: // val_expression
 		reg := r.uleb()
 		r.take(int(min(r.uleb(), uint64(len(r.b)))))
 		setRule(row, reg, regRule{kind: ruleExpr})

@@ -27,6 +27,13 @@ const (
 	UnwindPLT
 	UnwindEnd         // the return address is undefined: the outermost frame
 	UnwindUnsupported // a rule the unwinder cannot follow: it stops here
+	// UnwindDerefRBP: CFA = *(RBP + int16(CFAOff)), GCC's rule in a
+	// function that realigns its stack (the DRAP pattern: AVX code).
+	UnwindDerefRBP
+
+	// UnwindBPAtRBP, or'ed into a kind, says the caller's RBP was saved at
+	// RBP + 8*BPOff (a DW_CFA_expression), not at CFA + 8*BPOff.
+	UnwindBPAtRBP UnwindKind = 0x80
 )
 
 // UnwindRow is one row of an unwind table.
@@ -69,6 +76,10 @@ func unwindRow(row *cfaRow) UnwindRow {
 	var out UnwindRow
 	switch {
 	case row.cfaExpr:
+		if off, ok := rbpOffsetExpr(row.expr, true); ok && off >= -1<<15 && off < 1<<15 {
+			out = UnwindRow{Kind: UnwindDerefRBP, CFAOff: uint16(int16(off))}
+			break
+		}
 		e := row.expr
 		if len(e) != len(pltExprHead)+1+len(pltExprTail) || !bytes.HasPrefix(e, pltExprHead) ||
 			!bytes.HasSuffix(e, pltExprTail) || e[len(pltExprHead)] < 0x30 || e[len(pltExprHead)] > 0x4f {
@@ -91,6 +102,15 @@ func unwindRow(row *cfaRow) UnwindRow {
 		}
 		out.BPOff = int8(bp.off / 8)
 	case ruleSame:
+	case ruleExpr:
+		// Saved at RBP + off: the frame pointer's own slot in a function
+		// that realigns its stack.
+		off, ok := rbpOffsetExpr(bp.expr, false)
+		if !ok || off%8 != 0 || off/8 < -128 || off/8 > 127 {
+			return unsupported
+		}
+		out.Kind |= UnwindBPAtRBP
+		out.BPOff = int8(off / 8)
 	default:
 		// RBP restored some other way: the rows after this frame that
 		// follow the frame pointer would read garbage. Rare (hand-written
@@ -98,6 +118,24 @@ func unwindRow(row *cfaRow) UnwindRow {
 		return unsupported
 	}
 	return out
+}
+
+// rbpOffsetExpr matches the expression DW_OP_breg6 N (RBP + N), followed by
+// DW_OP_deref when deref, and returns N.
+func rbpOffsetExpr(e []byte, deref bool) (int64, bool) {
+	if len(e) < 2 || e[0] != 0x76 {
+		return 0, false
+	}
+	r := &reader{b: e, off: 1}
+	n := r.sleb()
+	if r.err != nil {
+		return 0, false
+	}
+	rest := e[r.off:]
+	if deref {
+		return n, len(rest) == 1 && rest[0] == 0x06
+	}
+	return n, len(rest) == 0
 }
 
 // unwindTable builds the table from the object's CFI: .eh_frame where it
@@ -217,7 +255,7 @@ func (p *Process) UnwindMappings() []UnwindMapping {
 	p.mu.RUnlock()
 	var out []UnwindMapping
 	for _, r := range regions {
-		if r.obj == nil || r.pseudo != "" {
+		if r.obj == nil || (r.pseudo != "" && r.pseudo != "[vdso]") {
 			continue
 		}
 		va, ok := r.obj.mappedVaddr(r.m.Offset)

@@ -270,7 +270,9 @@ struct {
  * bounds precisely and prunes their states. */
 #define UNW_MAX_MAPS 256
 #define UNW_MAX_PROCS 512
-enum { UNW_NONE = 0, UNW_RSP, UNW_RBP, UNW_PLT, UNW_END, UNW_UNSUP };
+enum { UNW_NONE = 0, UNW_RSP, UNW_RBP, UNW_PLT, UNW_END, UNW_UNSUP, UNW_DEREF_RBP };
+/* Or'ed into a kind: the caller's RBP is at RBP + 8*bp_off, not CFA + 8*bp_off. */
+#define UNW_BP_AT_RBP 0x80
 /* Why the unwinder stopped (sample_event.unwind, with UNW_DONE set). */
 enum { UNWR_END = 0, UNWR_DEPTH, UNWR_READ, UNWR_RULE, UNWR_STACK, UNWR_INTERNAL };
 #define UNW_DONE 0x100
@@ -647,6 +649,8 @@ static long unw_step(u64 i, void *arg)
 	u64 pc = n ? c->ip - 1 : c->ip;
 	struct unw_row *r = unw_find(c->tgid, pc);
 	u8 kind = r ? r->kind : UNW_NONE;
+	u8 bp_at_rbp = kind & UNW_BP_AT_RBP;
+	kind &= ~UNW_BP_AT_RBP;
 	u64 cfa, ra, bp = c->bp;
 	switch (kind) {
 	case UNW_NONE:
@@ -674,6 +678,12 @@ static long unw_step(u64 i, void *arg)
 	case UNW_PLT:
 		cfa = c->sp + 8 + (((c->ip & 15) >= r->cfa_off) ? 8 : 0);
 		break;
+	case UNW_DEREF_RBP:
+		if (bpf_probe_read_user(&cfa, 8, (void *)(c->bp + (s64)(short)r->cfa_off))) {
+			c->why = UNWR_READ;
+			return 1;
+		}
+		break;
 	case UNW_END:
 		c->why = UNWR_END;
 		return 1;
@@ -690,8 +700,9 @@ static long unw_step(u64 i, void *arg)
 		c->why = UNWR_READ;
 		return 1;
 	}
-	if (r && kind != UNW_NONE && r->bp_off) {
-		if (bpf_probe_read_user(&bp, 8, (void *)(cfa + (s64)r->bp_off * 8))) {
+	if (r && kind != UNW_NONE && (r->bp_off || bp_at_rbp)) {
+		u64 at = (bp_at_rbp ? c->bp : cfa) + (s64)r->bp_off * 8;
+		if (bpf_probe_read_user(&bp, 8, (void *)at)) {
 			c->why = UNWR_READ;
 			return 1;
 		}
