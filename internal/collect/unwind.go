@@ -111,21 +111,18 @@ func newUnwindTables(rows, files, procs, maps *ebpf.Map, capacity uint32) *unwin
 	}
 }
 
-// track loads pid's tables now and keeps them current while the recording
-// runs (exec, dlopen) until the process is gone.
+// track loads pid's tables now (again if its mappings changed since they
+// were loaded: an exec) and keeps them current while the recording runs
+// (exec, dlopen) until the process is gone.
 func (u *unwindTables) track(pid uint32, src UnwindSource) {
 	if src == nil {
 		return
 	}
 	u.mu.Lock()
 	_, known := u.sources[pid]
-	if !known {
-		u.sources[pid] = src
-	}
+	u.sources[pid] = src
 	u.mu.Unlock()
-	if !known {
-		u.refresh(pid, src, true)
-	}
+	u.refresh(pid, src, !known)
 }
 
 // nudgeEvery bounds how often one process's samples make the tables

@@ -1,0 +1,192 @@
+//go:build linux && amd64
+
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wallprof/wallprof/internal/groundtruth"
+	"github.com/wallprof/wallprof/internal/profile"
+)
+
+// stackFuncs returns a sample's function names, outermost first.
+func stackFuncs(s *profile.Sample) []string {
+	var out []string
+	for i := len(s.Stack) - 1; i >= 0; i-- {
+		fr := s.Stack[i].Frames
+		for j := len(fr) - 1; j >= 0; j-- {
+			out = append(out, fr[j].Function)
+		}
+	}
+	return out
+}
+
+// inOrder reports whether chain is a subsequence of funcs.
+func inOrder(funcs, chain []string) bool {
+	i := 0
+	for _, f := range funcs {
+		if i < len(chain) && f == chain[i] {
+			i++
+		}
+	}
+	return i == len(chain)
+}
+
+// nofpChains are the nofp workload's call paths, outermost first: a sample
+// whose stack holds the last function must hold the others, in this order.
+var nofpChains = []struct {
+	chain []string
+	state string // "on" or "off": the state its samples must include
+}{
+	{[]string{"main", "driver", "stage_parse", "parse_leaf", "spin"}, "on"},
+	{[]string{"main", "driver", "stage_sort", "cmp_items", "cmp_leaf"}, "on"},
+	{[]string{"main", "driver", "stage_deep", "recurse", "recurse", "recurse", "recurse", "recurse", "recurse", "recurse", "deep_leaf"}, "on"},
+	{[]string{"worker_main", "worker_loop", "worker_nap"}, "off"},
+	{[]string{"worker_main", "worker_loop", "worker_wait"}, "off"},
+}
+
+// unwindShares records nofp with env and returns the share of its on-CPU
+// time whose stack reaches main or the worker's start routine, and the
+// profile.
+func unwindShares(t *testing.T, bin string, env ...string) (float64, *profile.Profile, string) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "nofp.pb.gz")
+	cmd := exec.Command(wallprofBin(t), "record", "-o", out, "--", bin, "4")
+	cmd.Env = append(os.Environ(), env...)
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("wallprof record: %v\n%s", err, b)
+	}
+	p := readProfile(t, out)
+	var all, reached int64
+	for _, s := range p.Samples {
+		if s.State != profile.OnCPU || len(s.Stack) == 0 {
+			continue
+		}
+		all += s.Value
+		if stackHas(s, "main") || stackHas(s, "worker_main") {
+			reached += s.Value
+		}
+	}
+	if all == 0 {
+		t.Fatalf("no on-CPU samples:\n%s", b)
+	}
+	return float64(reached) / float64(all), p, string(b)
+}
+
+// TestRecordUnwindsWithoutFramePointers records a C program built without
+// frame pointers: its stacks are complete, on and off CPU, every function
+// under its callers, where the frame-pointer walk loses them.
+func TestRecordUnwindsWithoutFramePointers(t *testing.T) {
+	requireRecording(t)
+	bin := groundtruth.Build(t, "nofp")
+	share, p, stderr := unwindShares(t, bin)
+	t.Logf("%.1f%% of on-CPU time reaches main or worker_main\n%s", 100*share, stderr)
+	if share < 0.95 {
+		t.Errorf("only %.1f%% of on-CPU time reaches main or the thread's start routine; want at least 95%%", 100*share)
+	}
+	if !strings.Contains(stderr, "unwound in the kernel") {
+		t.Errorf("no note on the in-kernel unwinding in:\n%s", stderr)
+	}
+	for _, c := range nofpChains {
+		leaf := c.chain[len(c.chain)-1]
+		var with, complete int64
+		states := map[bool]bool{}
+		for _, s := range p.Samples {
+			funcs := stackFuncs(s)
+			if !inOrder(funcs, []string{c.chain[len(c.chain)-2], leaf}) {
+				continue
+			}
+			with += s.Value
+			states[s.State == profile.OnCPU] = true
+			if inOrder(funcs, c.chain) {
+				complete += s.Value
+			}
+		}
+		switch {
+		case with == 0:
+			t.Errorf("%s: no sample", strings.Join(c.chain, " > "))
+		case float64(complete) < 0.95*float64(with):
+			t.Errorf("%s: %.1f%% of its time has the whole chain; want 95%%", strings.Join(c.chain, " > "), 100*float64(complete)/float64(with))
+		case !states[c.state == "on"]:
+			t.Errorf("%s: no %s-CPU sample", strings.Join(c.chain, " > "), c.state)
+		}
+	}
+
+	// The same program walked by frame pointer alone loses the callers:
+	// the workload does test what it claims to.
+	fpShare, _, _ := unwindShares(t, bin, "WALLPROF_UNWIND=fp")
+	t.Logf("by frame pointer: %.1f%%", 100*fpShare)
+	if fpShare > 0.8 {
+		t.Errorf("by frame pointer %.1f%% of on-CPU time reaches main: the workload has frame pointers after all", 100*fpShare)
+	}
+}
+
+// TestRecordStockfish records Debian's stockfish (stripped, no frame
+// pointers, AVX code that realigns its stack) at -F 999: at least 95% of
+// its on-CPU time reaches the program's entry or a thread's start.
+func TestRecordStockfish(t *testing.T) {
+	requireRecording(t)
+	bin := "/usr/games/stockfish"
+	if _, err := os.Stat(bin); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true but %s is missing (.ci/run installs the stockfish package)", bin)
+		}
+		t.Skipf("%s is not installed (apt-get install stockfish)", bin)
+	}
+	out := filepath.Join(t.TempDir(), "sf.pb.gz")
+	code, stderr := wallprof(t, "record", "-F", "999", "-o", out, "--", bin, "bench", "16", "1", "10")
+	if code != 0 {
+		t.Fatalf("wallprof record exited %d:\n%s", code, stderr)
+	}
+	p := readProfile(t, out)
+	var all, reached int64
+	roots := map[string]int64{}
+	for _, s := range p.Samples {
+		if s.State != profile.OnCPU || len(s.Stack) == 0 {
+			continue
+		}
+		all += s.Value
+		funcs := stackFuncs(s)
+		root := funcs[0]
+		roots[root] += s.Value
+		// The entry point (_start, named by address: stripped) calls
+		// __libc_start_main; threads start at clone3.
+		if root == "clone3" || (len(funcs) > 1 && funcs[1] == "__libc_start_main_impl") {
+			reached += s.Value
+		}
+	}
+	share := float64(reached) / float64(max(all, 1))
+	t.Logf("%.1f%% of %d samples' on-CPU time reaches the entry or a thread start\n%s", 100*share, len(p.Samples), stderr)
+	if share < 0.95 {
+		t.Errorf("only %.1f%% of on-CPU time reaches the entry or a thread start; roots: %v", 100*share, topRoots(roots, 8))
+	}
+}
+
+func topRoots(m map[string]int64, n int) string {
+	type kv struct {
+		k string
+		v int64
+	}
+	var all []kv
+	for k, v := range m {
+		all = append(all, kv{k, v})
+	}
+	for i := range all {
+		for j := i + 1; j < len(all); j++ {
+			if all[j].v > all[i].v {
+				all[i], all[j] = all[j], all[i]
+			}
+		}
+	}
+	var s []string
+	for i := 0; i < len(all) && i < n; i++ {
+		s = append(s, fmt.Sprintf("%s=%d", all[i].k, all[i].v))
+	}
+	return strings.Join(s, " ")
+}
