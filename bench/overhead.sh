@@ -12,7 +12,8 @@
 # wallprof-99-nostats,perf-99,perf-999,timer-999,perf-sched,bpftrace, and the
 # wallprof-base-99 and -nostats when WALLPROF_BASE is set; the others run when named),
 # WORKLOADS
-# (pingpong-pinned,pingpong,cpubound; NAME-pinned runs the whole command
+# (pingpong-pinned,pingpong,cpubound; also stockfish, Debian's, timed by
+# bench/cmd/timeit; NAME-pinned runs the whole command
 # under taskset -c 0, NAME-pinw only the workload), PINGPONG_ITERS (100000),
 # PINGPONG_PINNED_ITERS (1000000), CPUBOUND_ITERS (1000000000), COUNT (a perf
 # event, e.g. instructions, counted over every run with perf stat), OUT (a new
@@ -50,4 +51,5 @@ fi
 
 go build -o "$bin/overhead" ./bench/cmd/overhead
 go build -o "$bin/timerfloor" ./bench/cmd/timerfloor
+go build -o "$bin/timeit" ./bench/cmd/timeit
 exec "$bin/overhead" -bin "$bin" -offcpu bench/offcpu.bt ${OUT:+-out "$OUT"} "$@"

@@ -37,7 +37,10 @@ scheduler's own clock and counters. On-CPU stacks are taken where the CPU
 is, -F times a second, as perf does, and each thread's exact CPU time is
 spread over them; off-CPU stacks once per quarter period (at least 1 ms) of
 a thread's time off CPU, in the call it waited in. Stacks are always
-recorded: -g is accepted, as perf's habit, and changes nothing.
+recorded: -g is accepted, as perf's habit, and changes nothing. User stacks
+are unwound in the kernel with each file's .eh_frame (code built without
+frame pointers) and by frame pointer where a file has none (Go, JIT code);
+WALLPROF_UNWIND=fp walks frame pointers only.
 Recording stops after --duration, on Ctrl-C or SIGTERM, or when the target
 exits; the profile is written in every case.
 

@@ -101,6 +101,15 @@ var allConfigs = []config{
 	{Name: "perf-999", Wrap: func(e *env, argv []string) []string {
 		return append([]string{e.Perf, "record", "-g", "-F", "999", "-o", e.out("perf999.data"), "--"}, argv...)
 	}},
+	// Stacks without frame pointers: wallprof's in-kernel unwinder against
+	// its frame-pointer walk alone, and perf copying 8 KiB of stack per
+	// sample to unwind afterwards.
+	{Name: "wallprof-999-fp", Wrap: func(e *env, argv []string) []string {
+		return append([]string{"env", "WALLPROF_UNWIND=fp"}, wallprofAt("wallprof-999-fp", 999)(e, argv)...)
+	}, Wallprof: true, Optional: true},
+	{Name: "perf-dwarf-999", Wrap: func(e *env, argv []string) []string {
+		return append([]string{e.Perf, "record", "--call-graph", "dwarf", "-F", "999", "-o", e.out("perfdwarf.data"), "--"}, argv...)
+	}, Optional: true},
 	// The floor at 999 Hz: the cpu-clock timers that wallprof opens on
 	// every CPU, firing with nothing attached, and with an empty BPF
 	// program. What any sampler of that frequency pays on this machine.

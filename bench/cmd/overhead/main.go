@@ -197,7 +197,11 @@ func setup(o *options, configs []config, workloads []workload) (*env, error) {
 	}
 	e := &env{OffcpuBT: o.offcpu, OutDir: o.outDir}
 	for _, wl := range workloads {
-		if _, err := os.Stat(filepath.Join(o.binDir, wl.Bin)); err != nil {
+		bin := filepath.Join(o.binDir, wl.Bin)
+		if wl.Cmd != nil {
+			bin = wl.Cmd[0]
+		}
+		if _, err := os.Stat(bin); err != nil {
 			return nil, fmt.Errorf("workload binary missing (bench/overhead.sh builds it): %w", err)
 		}
 		if wl.Pin != pinNone {
