@@ -162,7 +162,7 @@ func TestRecordStockfish(t *testing.T) {
 		}
 	}
 	share := float64(reached) / float64(max(all, 1))
-	t.Logf("%.1f%% of %d samples' on-CPU time reaches the entry or a thread start\n%s", 100*share, len(p.Samples), stderr)
+	t.Logf("%.1f%% of %d samples' on-CPU time reaches the entry or a thread start; roots: %v\n%s", 100*share, len(p.Samples), topRoots(roots, 8), stderr)
 	if share < 0.95 {
 		t.Errorf("only %.1f%% of on-CPU time reaches the entry or a thread start; roots: %v", 100*share, topRoots(roots, 8))
 	}

@@ -279,6 +279,11 @@ func start(pids []int, o Options, d deps) (*Recording, error) {
 			}
 		}
 	} else {
+		// The command's tables before it runs: they are then loaded as
+		// soon as it has exec'ed, not after its first samples.
+		if r.program.Exe != "" && !plan.FramePointersOnly {
+			r.cache.WarmUnwind(r.program.Exe)
+		}
 		go r.trackUnwindAfterExec(gate)
 	}
 	r.trackUnwindLater()
@@ -308,10 +313,25 @@ func (r *Recording) trackUnwindAfterExec(gate string) {
 	if r.cache == nil {
 		return
 	}
-	if p, err := r.cache.NewProcess(r.pid); err == nil {
+	p, err := r.cache.NewProcess(r.pid)
+	if err != nil {
+		return
+	}
+	// The dynamic loader maps the libraries right after the exec, and
+	// programs often dlopen more as they start: follow the mappings
+	// closely for a while (the tables are reloaded only when they change).
+	for end := time.Now().Add(startupWatch); ; {
 		r.session.TrackUnwind(uint32(r.pid), p)
+		if time.Now().After(end) || !r.Stopped().IsZero() {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// startupWatch is how long after its exec a launched command's mappings are
+// re-read every 5 ms for its unwind tables.
+const startupWatch = 500 * time.Millisecond
 
 // trackUnwindLater has every process the aggregator meets from now on
 // given its unwind tables, in the background: the reader never waits.

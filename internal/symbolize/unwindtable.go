@@ -2,6 +2,7 @@ package symbolize
 
 import (
 	"bytes"
+	"os"
 	"sort"
 )
 
@@ -34,7 +35,13 @@ const (
 	// UnwindBPAtRBP, or'ed into a kind, says the caller's RBP was saved at
 	// RBP + 8*BPOff (a DW_CFA_expression), not at CFA + 8*BPOff.
 	UnwindBPAtRBP UnwindKind = 0x80
+	// UnwindCFAScaled, or'ed into UnwindRSP or UnwindRBP, says CFAOff is in
+	// 8-byte units: a frame over 64 KiB (Stockfish has one of 80 KiB).
+	UnwindCFAScaled UnwindKind = 0x40
 )
+
+// kindFlags are the bits of a kind that are not the kind itself.
+const kindFlags = UnwindBPAtRBP | UnwindCFAScaled
 
 // UnwindRow is one row of an unwind table.
 type UnwindRow struct {
@@ -86,14 +93,19 @@ func unwindRow(row *cfaRow) UnwindRow {
 			return unsupported
 		}
 		out = UnwindRow{Kind: UnwindPLT, CFAOff: uint16(e[len(pltExprHead)] - 0x30)}
-	case row.cfaOff < 0 || row.cfaOff > 0xffff:
+	case row.cfaReg != dwRSP && row.cfaReg != dwRBP:
 		return unsupported
-	case row.cfaReg == dwRSP:
-		out = UnwindRow{Kind: UnwindRSP, CFAOff: uint16(row.cfaOff)}
-	case row.cfaReg == dwRBP:
-		out = UnwindRow{Kind: UnwindRBP, CFAOff: uint16(row.cfaOff)}
+	case row.cfaOff < 0 || row.cfaOff > 0xffff*8 || (row.cfaOff > 0xffff && row.cfaOff%8 != 0):
+		return unsupported
 	default:
-		return unsupported
+		out = UnwindRow{Kind: UnwindRSP, CFAOff: uint16(row.cfaOff)}
+		if row.cfaReg == dwRBP {
+			out.Kind = UnwindRBP
+		}
+		if row.cfaOff > 0xffff {
+			out.Kind |= UnwindCFAScaled
+			out.CFAOff = uint16(row.cfaOff / 8)
+		}
 	}
 	switch bp := row.regs[dwRBP]; bp.kind {
 	case ruleOffset:
@@ -282,4 +294,43 @@ func (o *object) mappedVaddr(off uint64) (uint64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// libDirs are where WarmUnwind looks for an executable's libraries.
+var libDirs = []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"}
+
+// WarmUnwind builds, ahead of time, the unwind tables of the executable at
+// path and of the libraries it names (DT_NEEDED, found in the system's
+// library directories): a command about to be launched has its tables
+// ready as soon as it maps them, rather than after its first samples.
+// Errors are ignored: the tables are then built when the process is seen.
+func (c *Cache) WarmUnwind(path string) {
+	seen := map[string]bool{}
+	var warm func(string, int)
+	warm = func(p string, depth int) {
+		if seen[p] || depth > 3 {
+			return
+		}
+		seen[p] = true
+		o, err := c.openFileIn(hostRoot{}, p, p)
+		if err != nil {
+			return
+		}
+		o.unwindTable()
+		libs, _ := o.elf.ImportedLibraries()
+		for _, lib := range libs {
+			for _, d := range libDirs {
+				if full := d + "/" + lib; fileExists(full) {
+					warm(full, depth+1)
+					break
+				}
+			}
+		}
+	}
+	warm(path, 0)
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
 }

@@ -69,13 +69,13 @@ func TestUnwindTableMatchesCFI(t *testing.T) {
 					ex.advance = func(loc uint64, r *cfaRow) {
 						if loc >= f.lo && loc < f.hi {
 							locs = append(locs, loc)
-							kinds[unwindRow(r).Kind&^UnwindBPAtRBP]++
+							kinds[unwindRow(r).Kind&^kindFlags]++
 						}
 					}
 					if ex.run(&row, &initial, f.instr, f.lo, ^uint64(0), f.base) != nil {
 						continue
 					}
-					kinds[unwindRow(&row).Kind&^UnwindBPAtRBP]++ // the last row
+					kinds[unwindRow(&row).Kind&^kindFlags]++ // the last row
 					for _, loc := range append(locs, f.lo, (f.lo+f.hi)/2, f.hi-1) {
 						check(f, loc)
 						if loc > f.lo {

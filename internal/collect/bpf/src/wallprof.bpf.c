@@ -273,6 +273,8 @@ struct {
 enum { UNW_NONE = 0, UNW_RSP, UNW_RBP, UNW_PLT, UNW_END, UNW_UNSUP, UNW_DEREF_RBP };
 /* Or'ed into a kind: the caller's RBP is at RBP + 8*bp_off, not CFA + 8*bp_off. */
 #define UNW_BP_AT_RBP 0x80
+/* Or'ed into UNW_RSP or UNW_RBP: cfa_off is in 8-byte units (a frame over 64 KiB). */
+#define UNW_CFA_SCALED 0x40
 /* Why the unwinder stopped (sample_event.unwind, with UNW_DONE set). */
 enum { UNWR_END = 0, UNWR_DEPTH, UNWR_READ, UNWR_RULE, UNWR_STACK, UNWR_INTERNAL };
 #define UNW_DONE 0x100
@@ -551,6 +553,59 @@ struct unw_ctx {
 	u32 why;
 };
 
+/* A binary search's state: the first element after pc lies in
+ * [base, base+len). Each step is a bpf_loop iteration, so that the verifier
+ * checks one step rather than every iteration of a loop. */
+struct unw_search {
+	u64 pc;
+	u32 base, len;
+	u32 bad; /* a lookup failed */
+};
+
+/* unw_maps_step: the first mapping whose end is after pc. */
+static long unw_maps_step(u64 i, void *arg)
+{
+	struct unw_search *s = arg;
+	if (s->len == 0)
+		return 1;
+	u32 half = s->len / 2;
+	u32 key = s->base + half;
+	struct unw_map *m = bpf_map_lookup_elem(&unw_maps, &key);
+	if (!m) {
+		s->bad = 1;
+		return 1;
+	}
+	if (m->end <= s->pc) {
+		s->base = key + 1;
+		s->len -= half + 1;
+	} else {
+		s->len = half;
+	}
+	return 0;
+}
+
+/* unw_rows_step: the first row whose pc is after s->pc (an offset). */
+static long unw_rows_step(u64 i, void *arg)
+{
+	struct unw_search *s = arg;
+	if (s->len == 0)
+		return 1;
+	u32 half = s->len / 2;
+	u32 key = s->base + half;
+	struct unw_row *r = bpf_map_lookup_elem(&unw_rows, &key);
+	if (!r) {
+		s->bad = 1;
+		return 1;
+	}
+	if (r->pc <= (u32)s->pc) {
+		s->base = key + 1;
+		s->len -= half + 1;
+	} else {
+		s->len = half;
+	}
+	return 0;
+}
+
 /* unw_find_map returns the mapping of process tgid that holds pc, or NULL. */
 static __always_inline struct unw_map *unw_find_map(u32 tgid, u64 pc)
 {
@@ -564,23 +619,11 @@ static __always_inline struct unw_map *unw_find_map(u32 tgid, u64 pc)
 	 * be verified once per path: 2^depth). */
 	/* The first mapping that ends after pc (user space keeps n <= 256). */
 	u32 first = p->slot * UNW_MAX_MAPS, end = first + p->n;
-	u32 base = first, len = p->n;
-	for (int k = 0; k < 9 && len > 0; k++) {
-		u32 half = len / 2;
-		u32 key = base + half;
-		struct unw_map *m = bpf_map_lookup_elem(&unw_maps, &key);
-		if (!m)
-			return NULL;
-		if (m->end <= pc) {
-			base = key + 1;
-			len -= half + 1;
-		} else {
-			len = half;
-		}
-	}
-	if (base >= end)
+	struct unw_search s = {.pc = pc, .base = first, .len = p->n};
+	bpf_loop(9, unw_maps_step, &s, 0);
+	if (s.bad || s.len || s.base >= end)
 		return NULL;
-	u32 key = base;
+	u32 key = s.base;
 	struct unw_map *m = bpf_map_lookup_elem(&unw_maps, &key);
 	if (!m || m->start > pc)
 		return NULL;
@@ -603,23 +646,11 @@ static __always_inline struct unw_row *unw_find(u32 tgid, u64 pc)
 		return NULL;
 	/* The first row after rel; the one before it is in effect. */
 	u32 start = f->start;
-	u32 base = start, len = f->count;
-	for (int k = 0; k < 25 && len > 0; k++) {
-		u32 half = len / 2;
-		u32 idx = base + half;
-		struct unw_row *r = bpf_map_lookup_elem(&unw_rows, &idx);
-		if (!r)
-			return NULL;
-		if (r->pc <= (u32)rel) {
-			base = idx + 1;
-			len -= half + 1;
-		} else {
-			len = half;
-		}
-	}
-	if (base <= start)
+	struct unw_search s = {.pc = rel, .base = start, .len = f->count};
+	bpf_loop(25, unw_rows_step, &s, 0);
+	if (s.bad || s.len || s.base <= start)
 		return NULL;
-	u32 idx = base - 1;
+	u32 idx = s.base - 1;
 	return bpf_map_lookup_elem(&unw_rows, &idx);
 }
 
@@ -650,7 +681,10 @@ static long unw_step(u64 i, void *arg)
 	struct unw_row *r = unw_find(c->tgid, pc);
 	u8 kind = r ? r->kind : UNW_NONE;
 	u8 bp_at_rbp = kind & UNW_BP_AT_RBP;
-	kind &= ~UNW_BP_AT_RBP;
+	u64 cfa_off = r ? r->cfa_off : 0;
+	if (kind & UNW_CFA_SCALED)
+		cfa_off *= 8;
+	kind &= ~(UNW_BP_AT_RBP | UNW_CFA_SCALED);
 	u64 cfa, ra, bp = c->bp;
 	switch (kind) {
 	case UNW_NONE:
@@ -670,10 +704,10 @@ static long unw_step(u64 i, void *arg)
 		cfa = c->bp + 16;
 		break;
 	case UNW_RSP:
-		cfa = c->sp + r->cfa_off;
+		cfa = c->sp + cfa_off;
 		break;
 	case UNW_RBP:
-		cfa = c->bp + r->cfa_off;
+		cfa = c->bp + cfa_off;
 		break;
 	case UNW_PLT:
 		cfa = c->sp + 8 + (((c->ip & 15) >= r->cfa_off) ? 8 : 0);
@@ -717,6 +751,25 @@ static long unw_step(u64 i, void *arg)
 	return 0;
 }
 
+/* unwind_regs walks the user stack of process tgid from ip, sp and bp into
+ * unw_frames[slot]. It returns the frame count in the low 16 bits and
+ * UNW_DONE, UNW_NOMAP and why it stopped (UNWR_*) above them, or 0 when the
+ * process has no tables. A global function: the verifier checks it once,
+ * on its own, rather than at every place a stack is taken (which made
+ * loading the programs take ~0.7 s of CPU). */
+__attribute__((noinline)) int unwind_regs(u64 ip, u64 sp, u64 bp, u32 tgid, u32 slot)
+{
+	if (!bpf_map_lookup_elem(&unw_procs, &tgid))
+		return 0;
+	u32 nomap = unw_find_map(tgid, ip) ? 0 : UNW_NOMAP;
+	struct unw_ctx c = {.ip = ip, .sp = sp, .bp = bp, .tgid = tgid, .slot = slot, .why = UNWR_DEPTH};
+	bpf_loop(MAX_STACK, unw_step, &c, 0);
+	u32 n = c.n;
+	if (n > MAX_STACK)
+		n = MAX_STACK;
+	return (int)(n | ((UNW_DONE | nomap | c.why) << 16));
+}
+
 /* unwind_user fills e->ustack from the registers in e with the tables of
  * e's process; it returns false (and leaves e alone) when the process has
  * none. */
@@ -724,21 +777,15 @@ static __always_inline bool unwind_user(struct sample_event *e, u32 slot)
 {
 	if (!unwind_tables || !e->ip)
 		return false;
-	u32 tgid = e->pid;
-	if (!bpf_map_lookup_elem(&unw_procs, &tgid))
+	u32 r = (u32)unwind_regs(e->ip, e->sp, e->bp, e->pid, slot);
+	if (!r)
 		return false;
-	u32 nomap = unw_find_map(tgid, e->ip) ? 0 : UNW_NOMAP;
-	struct unw_ctx c = {.ip = e->ip, .sp = e->sp, .bp = e->bp, .tgid = tgid, .slot = slot, .why = UNWR_DEPTH};
-	bpf_loop(MAX_STACK, unw_step, &c, 0);
 	struct unw_frames *fr = bpf_map_lookup_elem(&unw_frames, &slot);
 	if (!fr)
 		return false;
-	u32 n = c.n;
-	if (n > MAX_STACK)
-		n = MAX_STACK;
 	bpf_probe_read_kernel(e->ustack, sizeof(e->ustack), fr->pc);
-	e->ulen = n * 8;
-	e->unwind = UNW_DONE | nomap | c.why;
+	e->ulen = (r & 0xffff) * 8;
+	e->unwind = r >> 16;
 	return true;
 }
 
