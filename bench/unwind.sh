@@ -69,10 +69,10 @@ echo "median: .eh_frame $(median "${dw[@]}") ns, frame pointers $(median "${fp[@
 grep -h 'unwound' "$out/sf-dwarf.err" | head -1
 
 echo "== table memory, a process with $LIBS shared libraries"
-mapfile -t libs < <(ls /usr/lib/x86_64-linux-gnu/lib*.so.[0-9]* 2>/dev/null | grep -v -E 'libc\.so|ld-linux|libpthread|libdl|libasan|libtsan|liblsan|libubsan|libhwasan|libmemusage|libSegFault|libpcprofile' | head -n $((LIBS * 3)))
+# Distinct files (a soname and its full name are one file), in name order.
+mapfile -t libs < <(ls /usr/lib/x86_64-linux-gnu/lib*.so.[0-9]* 2>/dev/null | grep -v -E 'libc\.so|ld-linux|libpthread|libdl|libasan|libtsan|liblsan|libubsan|libhwasan|libmemusage|libSegFault|libpcprofile' | xargs -r realpath | awk '!seen[$0]++' | head -n $((LIBS * 3)))
 "$bin/libs" 0 "${libs[@]}" 2>"$out/probe.err" || true
-/usr/bin/time -f "wallprof peak RSS %M KB" "$bin/wallprof" record -F 999 -o "$out/libs.pb.gz" -- "$bin/libs" 3 "${libs[@]:0:$LIBS}" 2>&1 >/dev/null | grep -E 'libs: loaded|unwound|peak RSS|recorded' || true
-pid_rows=$(grep -o '([0-9]* rows)' "$out"/*.err 2>/dev/null | head -1 || true)
+/usr/bin/time -f "wallprof peak RSS %M KB" "$bin/wallprof" record -F 999 -o "$out/libs.pb.gz" -- "$bin/libs" 3 "${libs[@]:0:$LIBS}" 2>&1 >/dev/null | grep -E 'libs: loaded|unwound|peak RSS' || true
 perf record -q --call-graph dwarf -F 999 -o "$out/perf.data" -- "$bin/libs" 3 "${libs[@]:0:$LIBS}" 2>/dev/null >/dev/null || true
 echo "perf --call-graph dwarf -F 999: $(stat -c %s "$out/perf.data") bytes written for 3 s"
 rm -rf "$out"

@@ -38,10 +38,16 @@ func (r *Recording) unwindNote() string {
 		return ""
 	}
 	pct := func(n, of int64) string {
-		if of == 0 {
+		switch v := 100 * float64(n) / float64(max(of, 1)); {
+		case of == 0:
 			return "-"
+		case n > 0 && v < 0.1:
+			return "<0.1%"
+		case n < of && v > 99.9:
+			return ">99.9%"
+		default:
+			return fmt.Sprintf("%.1f%%", v)
 		}
-		return fmt.Sprintf("%.1f%%", 100*float64(n)/float64(of))
 	}
 	var why []string
 	for i, n := range stopped {

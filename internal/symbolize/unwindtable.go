@@ -2,6 +2,7 @@ package symbolize
 
 import (
 	"bytes"
+	"debug/elf"
 	"os"
 	"sort"
 )
@@ -154,8 +155,23 @@ func rbpOffsetExpr(e []byte, deref bool) (int64, bool) {
 // has one, and .debug_frame for the addresses .eh_frame does not cover. It
 // returns nil when the object has no CFI (Go binaries linked internally,
 // JIT images): its code is unwound by frame pointers.
+//
+// In a Go binary only .eh_frame counts (the C code of a cgo program): Go's
+// own code keeps frame pointers, which lead across its stack switches
+// (systemstack, mcall, asmcgocall, cgocallback), where the SP-based rules of
+// its .debug_frame would read the wrong stack, and which say nothing of
+// where RBP was saved.
 func (o *object) unwindTable() *UnwindTable {
-	o.unwOnce.Do(func() { o.unw = buildUnwindTable(o.cfiTables()) })
+	o.unwOnce.Do(func() {
+		tables := o.cfiTables()
+		if o.goTable() != nil {
+			tables = nil
+			if s := o.elf.Section(".eh_frame"); s != nil && s.Type != elf.SHT_NOBITS && len(o.cfiTables()) > 0 {
+				tables = o.cfiTables()[:1]
+			}
+		}
+		o.unw = buildUnwindTable(tables)
+	})
 	return o.unw
 }
 

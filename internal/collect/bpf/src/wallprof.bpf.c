@@ -693,7 +693,10 @@ static long unw_step(u64 i, void *arg)
 			c->why = UNWR_END;
 			return 1;
 		}
-		if (c->bp < c->sp || (c->bp & 7)) {
+		/* Not "above the stack pointer": Go's frame pointers lead from
+		 * the system stack (g0) to the goroutine's and back, and from C
+		 * to Go across cgo calls, wherever those stacks lie. */
+		if (c->bp & 7) {
 			c->why = UNWR_STACK;
 			return 1;
 		}
@@ -725,7 +728,7 @@ static long unw_step(u64 i, void *arg)
 		c->why = UNWR_RULE;
 		return 1;
 	}
-	if (cfa <= c->sp && n) {
+	if (cfa <= c->sp && n && kind != UNW_NONE) {
 		/* The stack grows down: a caller's frame lies above. */
 		c->why = UNWR_STACK;
 		return 1;
