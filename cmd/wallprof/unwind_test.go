@@ -190,3 +190,47 @@ func topRoots(m map[string]int64, n int) string {
 	}
 	return strings.Join(s, " ")
 }
+
+// TestRecordCgoUnwinds records a Go program whose CPU time is in C code
+// without frame pointers, called through cgo: the C frames are unwound
+// with .eh_frame, the Go frames by frame pointer, across asmcgocall's switch
+// to the system stack, and at least 95% of the C function's on-CPU time
+// reaches main.main.
+func TestRecordCgoUnwinds(t *testing.T) {
+	requireRecording(t)
+	if _, err := exec.LookPath("gcc"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true but gcc is missing")
+		}
+		t.Skip("gcc is not installed")
+	}
+	bin := filepath.Join(t.TempDir(), "cgocall")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = groundtruth.WorkloadDir(t, "cgocall")
+	build.Env = append(os.Environ(), "CGO_ENABLED=1", "GOWORK=off", "GOFLAGS=-mod=mod")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out := filepath.Join(t.TempDir(), "cgo.pb.gz")
+	code, stderr := wallprof(t, "record", "-o", out, "--", bin, "3")
+	if code != 0 {
+		t.Fatalf("wallprof record exited %d:\n%s", code, stderr)
+	}
+	p := readProfile(t, out)
+	chain := []string{"main.main", "main.goCaller", "runtime.cgocall", "runtime.asmcgocall", "c_spin", "c_leaf"}
+	var with, whole int64
+	for _, s := range p.Samples {
+		if s.State != profile.OnCPU || !stackHas(s, "c_leaf") {
+			continue
+		}
+		with += s.Value
+		if inOrder(stackFuncs(s), chain) {
+			whole += s.Value
+		}
+	}
+	share := float64(whole) / float64(max(with, 1))
+	t.Logf("%.1f%% of c_leaf's on-CPU time has %s\n%s", 100*share, strings.Join(chain, " > "), stderr)
+	if with == 0 || share < 0.95 {
+		t.Errorf("%.1f%% of c_leaf's on-CPU time (%d ns) has the whole chain %s; want 95%%", 100*share, with, strings.Join(chain, " > "))
+	}
+}

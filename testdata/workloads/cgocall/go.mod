@@ -1,0 +1,3 @@
+module cgocall
+
+go 1.22
