@@ -13,7 +13,8 @@
 # wallprof-base-99 and -nostats when WALLPROF_BASE is set; the others run when named),
 # WORKLOADS
 # (pingpong-pinned,pingpong,cpubound; also stockfish, Debian's, timed by
-# bench/cmd/timeit; NAME-pinned runs the whole command
+# bench/cmd/timeit; NAME-pin2 runs the workload on CPU 0 and the profiler
+# on CPU 1; NAME-pinned runs the whole command
 # under taskset -c 0, NAME-pinw only the workload), PINGPONG_ITERS (100000),
 # PINGPONG_PINNED_ITERS (1000000), CPUBOUND_ITERS (1000000000), COUNT (a perf
 # event, e.g. instructions, counted over every run with perf stat), OUT (a new

@@ -104,6 +104,9 @@ var allConfigs = []config{
 	// Stacks without frame pointers: wallprof's in-kernel unwinder against
 	// its frame-pointer walk alone, and perf copying 8 KiB of stack per
 	// sample to unwind afterwards.
+	{Name: "wallprof-99-fp", Wrap: func(e *env, argv []string) []string {
+		return append([]string{"env", "WALLPROF_UNWIND=fp"}, wallprofAt("wallprof-99-fp", 99)(e, argv)...)
+	}, Wallprof: true, Optional: true},
 	{Name: "wallprof-999-fp", Wrap: func(e *env, argv []string) []string {
 		return append([]string{"env", "WALLPROF_UNWIND=fp"}, wallprofAt("wallprof-999-fp", 999)(e, argv)...)
 	}, Wallprof: true, Optional: true},

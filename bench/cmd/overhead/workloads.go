@@ -14,6 +14,11 @@ const (
 	pinNone     pinMode = iota
 	pinWhole            // "-pinned": the whole command, profiler and workload alike
 	pinWorkload         // "-pinw": the workload only; the profiler may use the other CPUs
+	// "-pin2": the workload on CPU 0, the profiler (or the command around
+	// the workload) on CPU 1: what the profiler's own threads cost is out
+	// of the workload's CPU, what it does in the workload's context (its
+	// BPF programs, the timers) stays in.
+	pinSplit
 )
 
 // workload is one variant of a bench workload: NAME, NAME-pinned or NAME-pinw.
@@ -50,6 +55,8 @@ func parseWorkload(label string, d iterDefaults) (workload, error) {
 		w.Bin, w.Pin = b, pinWhole
 	} else if b, ok := strings.CutSuffix(label, "-pinw"); ok {
 		w.Bin, w.Pin = b, pinWorkload
+	} else if b, ok := strings.CutSuffix(label, "-pin2"); ok {
+		w.Bin, w.Pin = b, pinSplit
 	}
 	if w.Bin == pingpong150k {
 		w.Bin, w.Work, w.Iters = "pingpong", pingpongWork, pingpong150kN
@@ -65,7 +72,7 @@ func parseWorkload(label string, d iterDefaults) (workload, error) {
 	case w.Bin == "cpubound":
 		w.Iters = d.cpubound
 	default:
-		return w, fmt.Errorf("unknown workload %q (known: pingpong, pingpong150k, cpubound, stockfish, each also as NAME-pinned or NAME-pinw)", label)
+		return w, fmt.Errorf("unknown workload %q (known: pingpong, pingpong150k, cpubound, stockfish, each also as NAME-pinned, NAME-pinw or NAME-pin2)", label)
 	}
 	return w, nil
 }
@@ -81,7 +88,7 @@ func (w workload) argv(binDir string) []string {
 	if w.Work > 0 {
 		a = append(a, "--work", strconv.Itoa(w.Work))
 	}
-	if w.Pin == pinWorkload {
+	if w.Pin == pinWorkload || w.Pin == pinSplit {
 		a = append(append([]string(nil), taskset...), a...)
 	}
 	return a
@@ -91,8 +98,11 @@ func (w workload) argv(binDir string) []string {
 // running alongside, or the workload alone) for -pinned. taskset execs the
 // command, so no process is added between the driver and the tool.
 func (w workload) outer(cmd []string) []string {
-	if w.Pin != pinWhole {
-		return cmd
+	switch w.Pin {
+	case pinWhole:
+		return append(append([]string(nil), taskset...), cmd...)
+	case pinSplit:
+		return append([]string{"taskset", "-c", "1"}, cmd...)
 	}
-	return append(append([]string(nil), taskset...), cmd...)
+	return cmd
 }
