@@ -48,6 +48,9 @@ var nofpChains = []struct {
 	{[]string{"main", "driver", "stage_deep", "recurse", "recurse", "recurse", "recurse", "recurse", "recurse", "recurse", "deep_leaf"}, "on"},
 	{[]string{"worker_main", "worker_loop", "worker_nap"}, "off"},
 	{[]string{"worker_main", "worker_loop", "worker_wait"}, "off"},
+	// Blocked from the start to the end: its stack is read by the task
+	// iterator at the end of the recording, from another process.
+	{[]string{"idle_main", "idle_wait"}, "off"},
 }
 
 // unwindShares records nofp with env and returns the share of its on-CPU

@@ -603,6 +603,7 @@ type coreObjects struct {
 	UnwProcs    *ebpf.Map      `ebpf:"unw_procs"`
 	UnwMaps     *ebpf.Map      `ebpf:"unw_maps"`
 	UnwFrames   *ebpf.Map      `ebpf:"unw_frames"`
+	UnwIterFr   *ebpf.Map      `ebpf:"unw_iter_frames"`
 	StartNs     *ebpf.Variable `ebpf:"start_ns"`
 	UseRd       *ebpf.Variable `ebpf:"use_rd"`
 	ResumeMode  *ebpf.Variable `ebpf:"resume_mode"`
@@ -623,7 +624,7 @@ func (o *objects) Close() error {
 	o.optional, o.exitTP, o.resume, o.taskExit = nil, nil, nil, nil
 	c := &o.core
 	for _, m := range []*ebpf.Map{c.Events, c.Lost, c.Pendings, c.Targets, c.Tgids, c.Threads, c.Stash, c.Scratch, c.CPUIn, c.BSS,
-		c.UnwRows, c.UnwFiles, c.UnwProcs, c.UnwMaps, c.UnwFrames} {
+		c.UnwRows, c.UnwFiles, c.UnwProcs, c.UnwMaps, c.UnwFrames, c.UnwIterFr} {
 		if m != nil {
 			m.Close()
 		}
@@ -651,7 +652,7 @@ func (s *Session) loadOptional(name string) (*ebpf.Program, error) {
 		"cpu_in": s.objs.core.CPUIn, ".bss": s.objs.core.BSS,
 		"unw_rows": s.objs.core.UnwRows, "unw_files": s.objs.core.UnwFiles,
 		"unw_procs": s.objs.core.UnwProcs, "unw_frames": s.objs.core.UnwFrames,
-		"unw_maps": s.objs.core.UnwMaps,
+		"unw_maps": s.objs.core.UnwMaps, "unw_iter_frames": s.objs.core.UnwIterFr,
 	}})
 	if err != nil {
 		return nil, err

@@ -167,6 +167,7 @@ const (
 	WallprofMapThreads          = "threads"
 	WallprofMapUnwFiles         = "unw_files"
 	WallprofMapUnwFrames        = "unw_frames"
+	WallprofMapUnwIterFrames    = "unw_iter_frames"
 	WallprofMapUnwMaps          = "unw_maps"
 	WallprofMapUnwProcs         = "unw_procs"
 	WallprofMapUnwRows          = "unw_rows"
@@ -263,21 +264,22 @@ type WallprofProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type WallprofMapSpecs struct {
-	CpuIn     *ebpf.MapSpec `ebpf:"cpu_in"`
-	Events    *ebpf.MapSpec `ebpf:"events"`
-	Lost      *ebpf.MapSpec `ebpf:"lost"`
-	Pendings  *ebpf.MapSpec `ebpf:"pendings"`
-	Scratch   *ebpf.MapSpec `ebpf:"scratch"`
-	SnapBuf   *ebpf.MapSpec `ebpf:"snap_buf"`
-	Stash     *ebpf.MapSpec `ebpf:"stash"`
-	Targets   *ebpf.MapSpec `ebpf:"targets"`
-	Tgids     *ebpf.MapSpec `ebpf:"tgids"`
-	Threads   *ebpf.MapSpec `ebpf:"threads"`
-	UnwFiles  *ebpf.MapSpec `ebpf:"unw_files"`
-	UnwFrames *ebpf.MapSpec `ebpf:"unw_frames"`
-	UnwMaps   *ebpf.MapSpec `ebpf:"unw_maps"`
-	UnwProcs  *ebpf.MapSpec `ebpf:"unw_procs"`
-	UnwRows   *ebpf.MapSpec `ebpf:"unw_rows"`
+	CpuIn         *ebpf.MapSpec `ebpf:"cpu_in"`
+	Events        *ebpf.MapSpec `ebpf:"events"`
+	Lost          *ebpf.MapSpec `ebpf:"lost"`
+	Pendings      *ebpf.MapSpec `ebpf:"pendings"`
+	Scratch       *ebpf.MapSpec `ebpf:"scratch"`
+	SnapBuf       *ebpf.MapSpec `ebpf:"snap_buf"`
+	Stash         *ebpf.MapSpec `ebpf:"stash"`
+	Targets       *ebpf.MapSpec `ebpf:"targets"`
+	Tgids         *ebpf.MapSpec `ebpf:"tgids"`
+	Threads       *ebpf.MapSpec `ebpf:"threads"`
+	UnwFiles      *ebpf.MapSpec `ebpf:"unw_files"`
+	UnwFrames     *ebpf.MapSpec `ebpf:"unw_frames"`
+	UnwIterFrames *ebpf.MapSpec `ebpf:"unw_iter_frames"`
+	UnwMaps       *ebpf.MapSpec `ebpf:"unw_maps"`
+	UnwProcs      *ebpf.MapSpec `ebpf:"unw_procs"`
+	UnwRows       *ebpf.MapSpec `ebpf:"unw_rows"`
 }
 
 // WallprofVariableSpecs contains global variables before they are loaded into the kernel.
@@ -325,21 +327,22 @@ func (o *WallprofObjects) Close() error {
 //
 // It can be passed to LoadWallprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type WallprofMaps struct {
-	CpuIn     *ebpf.Map `ebpf:"cpu_in"`
-	Events    *ebpf.Map `ebpf:"events"`
-	Lost      *ebpf.Map `ebpf:"lost"`
-	Pendings  *ebpf.Map `ebpf:"pendings"`
-	Scratch   *ebpf.Map `ebpf:"scratch"`
-	SnapBuf   *ebpf.Map `ebpf:"snap_buf"`
-	Stash     *ebpf.Map `ebpf:"stash"`
-	Targets   *ebpf.Map `ebpf:"targets"`
-	Tgids     *ebpf.Map `ebpf:"tgids"`
-	Threads   *ebpf.Map `ebpf:"threads"`
-	UnwFiles  *ebpf.Map `ebpf:"unw_files"`
-	UnwFrames *ebpf.Map `ebpf:"unw_frames"`
-	UnwMaps   *ebpf.Map `ebpf:"unw_maps"`
-	UnwProcs  *ebpf.Map `ebpf:"unw_procs"`
-	UnwRows   *ebpf.Map `ebpf:"unw_rows"`
+	CpuIn         *ebpf.Map `ebpf:"cpu_in"`
+	Events        *ebpf.Map `ebpf:"events"`
+	Lost          *ebpf.Map `ebpf:"lost"`
+	Pendings      *ebpf.Map `ebpf:"pendings"`
+	Scratch       *ebpf.Map `ebpf:"scratch"`
+	SnapBuf       *ebpf.Map `ebpf:"snap_buf"`
+	Stash         *ebpf.Map `ebpf:"stash"`
+	Targets       *ebpf.Map `ebpf:"targets"`
+	Tgids         *ebpf.Map `ebpf:"tgids"`
+	Threads       *ebpf.Map `ebpf:"threads"`
+	UnwFiles      *ebpf.Map `ebpf:"unw_files"`
+	UnwFrames     *ebpf.Map `ebpf:"unw_frames"`
+	UnwIterFrames *ebpf.Map `ebpf:"unw_iter_frames"`
+	UnwMaps       *ebpf.Map `ebpf:"unw_maps"`
+	UnwProcs      *ebpf.Map `ebpf:"unw_procs"`
+	UnwRows       *ebpf.Map `ebpf:"unw_rows"`
 }
 
 func (m *WallprofMaps) Close() error {
@@ -356,6 +359,7 @@ func (m *WallprofMaps) Close() error {
 		m.Threads,
 		m.UnwFiles,
 		m.UnwFrames,
+		m.UnwIterFrames,
 		m.UnwMaps,
 		m.UnwProcs,
 		m.UnwRows,

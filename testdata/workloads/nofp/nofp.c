@@ -8,6 +8,8 @@
  *                -> feed_worker                                 (write to a pipe)
  * worker_main -> worker_loop -> worker_nap  (nanosleep: off-CPU)
  *                            -> worker_wait (read from the pipe: off-CPU)
+ * idle_main -> idle_wait (read from a pipe nobody writes: blocked for the
+ *                         whole run, its stack read at the end)
  *
  * Every function is noinline and does some work after its call, so that no
  * call is a tail call (a jump leaves no frame: its caller would be skipped in
@@ -23,7 +25,7 @@
 #define NOINLINE __attribute__((noinline))
 
 static volatile uint64_t sink;
-static int pipefd[2];
+static int pipefd[2], idlefd[2];
 static volatile int stop;
 
 static double now(void)
@@ -133,13 +135,26 @@ NOINLINE void *worker_main(void *arg)
 	return arg;
 }
 
+NOINLINE int idle_wait(void)
+{
+	char c;
+	int n = read(idlefd[0], &c, 1);
+	sink += n;
+	return n;
+}
+NOINLINE void *idle_main(void *arg)
+{
+	sink += idle_wait();
+	return arg;
+}
+
 int main(int argc, char **argv)
 {
 	double secs = argc > 1 ? atof(argv[1]) : 3;
-	if (pipe(pipefd))
+	if (pipe(pipefd) || pipe(idlefd))
 		return 1;
-	pthread_t th;
-	if (pthread_create(&th, NULL, worker_main, NULL))
+	pthread_t th, idle;
+	if (pthread_create(&th, NULL, worker_main, NULL) || pthread_create(&idle, NULL, idle_main, NULL))
 		return 1;
 	driver(now() + secs);
 	stop = 1;

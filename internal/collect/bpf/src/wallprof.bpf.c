@@ -339,7 +339,8 @@ struct {
 } unw_maps SEC(".maps");
 
 /* The frames being unwound: slot 0 for the tracepoints, 1 for the timer,
- * which can interrupt them. */
+ * which can interrupt them. The task iterator, which may sleep and move
+ * between CPUs, has unw_iter_frames. */
 struct unw_frames {
 	u64 pc[MAX_STACK];
 };
@@ -349,6 +350,13 @@ struct {
 	__type(key, u32);
 	__type(value, struct unw_frames);
 } unw_frames SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct unw_frames);
+} unw_iter_frames SEC(".maps");
 
 /* Force an exception-free type export for bpf2go. */
 const struct unw_row *unused_unw_row __attribute__((unused));
@@ -551,6 +559,9 @@ struct unw_ctx {
 	u32 n;
 	u32 slot;
 	u32 why;
+	/* The thread whose stack is walked from a task iterator (another
+	 * process's memory: bpf_copy_from_user_task); NULL: the current one. */
+	struct task_struct *task;
 };
 
 /* A binary search's state: the first element after pc lies in
@@ -654,13 +665,20 @@ static __always_inline struct unw_row *unw_find(u32 tgid, u64 pc)
 	return bpf_map_lookup_elem(&unw_rows, &idx);
 }
 
-/* unw_step records the frame at c->ip and moves c to its caller; it
- * returns 1 to stop (c->why says why). */
-static long unw_step(u64 i, void *arg)
+/* unw_read reads 8 bytes of user memory at addr: the current thread's, or
+ * task's (sleepable programs only; task is a constant NULL elsewhere, and
+ * the call is compiled out). */
+static __always_inline long unw_read(u64 *dst, u64 addr, struct task_struct *task)
 {
-	struct unw_ctx *c = arg;
-	u32 slot = c->slot;
-	struct unw_frames *fr = bpf_map_lookup_elem(&unw_frames, &slot);
+	if (task)
+		return bpf_copy_from_user_task(dst, 8, (void *)addr, task, 0);
+	return bpf_probe_read_user(dst, 8, (void *)addr);
+}
+
+/* unw_step_in records the frame at c->ip in fr and moves c to its caller;
+ * it returns 1 to stop (c->why says why). */
+static __always_inline long unw_step_in(u64 i, struct unw_ctx *c, struct unw_frames *fr, struct task_struct *task)
+{
 	if (!fr) {
 		c->why = UNWR_INTERNAL;
 		return 1;
@@ -700,7 +718,7 @@ static long unw_step(u64 i, void *arg)
 			c->why = UNWR_STACK;
 			return 1;
 		}
-		if (bpf_probe_read_user(&bp, 8, (void *)c->bp)) {
+		if (unw_read(&bp, c->bp, task)) {
 			c->why = UNWR_READ;
 			return 1;
 		}
@@ -716,7 +734,7 @@ static long unw_step(u64 i, void *arg)
 		cfa = c->sp + 8 + (((c->ip & 15) >= r->cfa_off) ? 8 : 0);
 		break;
 	case UNW_DEREF_RBP:
-		if (bpf_probe_read_user(&cfa, 8, (void *)(c->bp + (s64)(short)r->cfa_off))) {
+		if (unw_read(&cfa, c->bp + (s64)(short)r->cfa_off, task)) {
 			c->why = UNWR_READ;
 			return 1;
 		}
@@ -733,13 +751,13 @@ static long unw_step(u64 i, void *arg)
 		c->why = UNWR_STACK;
 		return 1;
 	}
-	if (bpf_probe_read_user(&ra, 8, (void *)(cfa - 8))) {
+	if (unw_read(&ra, cfa - 8, task)) {
 		c->why = UNWR_READ;
 		return 1;
 	}
 	if (r && kind != UNW_NONE && (r->bp_off || bp_at_rbp)) {
 		u64 at = (bp_at_rbp ? c->bp : cfa) + (s64)r->bp_off * 8;
-		if (bpf_probe_read_user(&bp, 8, (void *)at)) {
+		if (unw_read(&bp, at, task)) {
 			c->why = UNWR_READ;
 			return 1;
 		}
@@ -752,6 +770,20 @@ static long unw_step(u64 i, void *arg)
 	c->sp = cfa;
 	c->bp = bp;
 	return 0;
+}
+
+static long unw_step(u64 i, void *arg)
+{
+	struct unw_ctx *c = arg;
+	u32 slot = c->slot;
+	return unw_step_in(i, c, bpf_map_lookup_elem(&unw_frames, &slot), NULL);
+}
+
+static long unw_step_task(u64 i, void *arg)
+{
+	struct unw_ctx *c = arg;
+	u32 zero = 0;
+	return unw_step_in(i, c, bpf_map_lookup_elem(&unw_iter_frames, &zero), c->task);
 }
 
 /* unwind_regs walks the user stack of process tgid from ip, sp and bp into
@@ -1666,6 +1698,31 @@ static __always_inline bool resume_close(struct task_struct *task, struct tstate
  * The end of a recording (both modes).
  * ====================================================================== */
 
+/* unwind_task is unwind_user for a thread of a target read from the task
+ * iterator at the end of the recording (one blocked since before it began). */
+static __always_inline bool unwind_task(struct task_struct *task, struct sample_event *e)
+{
+	if (!unwind_tables || !e->ip)
+		return false;
+	u32 tgid = e->pid;
+	if (!bpf_map_lookup_elem(&unw_procs, &tgid))
+		return false;
+	u32 nomap = unw_find_map(tgid, e->ip) ? 0 : UNW_NOMAP;
+	struct unw_ctx c = {.ip = e->ip, .sp = e->sp, .bp = e->bp, .tgid = tgid, .why = UNWR_DEPTH, .task = task};
+	bpf_loop(MAX_STACK, unw_step_task, &c, 0);
+	u32 zero = 0;
+	struct unw_frames *fr = bpf_map_lookup_elem(&unw_iter_frames, &zero);
+	if (!fr)
+		return false;
+	u32 n = c.n;
+	if (n > MAX_STACK)
+		n = MAX_STACK;
+	bpf_probe_read_kernel(e->ustack, sizeof(e->ustack), fr->pc);
+	e->ulen = n * 8;
+	e->unwind = UNW_DONE | nomap | c.why;
+	return true;
+}
+
 /* walk_task_user walks task's user stack by frame pointers from its saved
  * registers (ip, bp) through its memory (a sleepable program), leaf first,
  * into out (MAX_STACK entries); it returns the entries filled. */
@@ -1747,7 +1804,8 @@ int dump_offcpu(struct bpf_iter__task *ctx)
 	if (e->klen < 0)
 		count_lost(LOST_KSTACK);
 
-	e->ulen = walk_task_user(task, e->ip, e->bp, e->ustack) * 8;
+	if (!unwind_task(task, e))
+		e->ulen = walk_task_user(task, e->ip, e->bp, e->ustack) * 8;
 	e->snap_len = snapshot_task(task, e->sp, e->snap);
 	bpf_ringbuf_submit(e, 0);
 	return 0;
