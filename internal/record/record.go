@@ -229,7 +229,19 @@ func start(pids []int, o Options, d deps) (*Recording, error) {
 	if o.Gated {
 		gate = d.exe(pid) // the shell, before it execs the command
 	}
+	// A launched command's unwind tables are built while the BPF program
+	// loads: both before the command runs, neither waiting on the other.
+	warmed := make(chan struct{})
+	if o.Gated && r.program.Exe != "" && !plan.FramePointersOnly {
+		go func() {
+			defer close(warmed)
+			r.cache.WarmUnwind(r.program.Exe)
+		}()
+	} else {
+		close(warmed)
+	}
 	s, err := d.open(plan)
+	<-warmed
 	if err != nil {
 		r.cache.Close()
 		return nil, err
@@ -279,11 +291,9 @@ func start(pids []int, o Options, d deps) (*Recording, error) {
 			}
 		}
 	} else {
-		// The command's tables before it runs: they are then loaded as
-		// soon as it has exec'ed, not after its first samples.
-		if r.program.Exe != "" && !plan.FramePointersOnly {
-			r.cache.WarmUnwind(r.program.Exe)
-		}
+		// The command's tables were built before it runs (above): they
+		// are loaded as soon as it has exec'ed, not after its first
+		// samples.
 		go r.trackUnwindAfterExec(gate)
 	}
 	r.trackUnwindLater()
