@@ -415,6 +415,14 @@ func (s *Session) TrackUnwind(pid uint32, src UnwindSource) {
 	}
 }
 
+// TrackUnwindLater is TrackUnwind in the background, for the processes met
+// while recording: it never blocks.
+func (s *Session) TrackUnwindLater(pid uint32, src UnwindSource) {
+	if s.unwind != nil {
+		s.unwind.trackLater(pid, src)
+	}
+}
+
 // UnwindStats says what the unwind tables held; false with
 // Plan.FramePointersOnly.
 func (s *Session) UnwindStats() (UnwindStats, bool) {

@@ -83,6 +83,11 @@ type unwindTables struct {
 	nextID   uint32
 	stats    UnwindStats
 
+	// qmu guards what the reader hands over (it never waits for mu, which
+	// is held while tables are built and loaded): processes to track, and
+	// the processes whose mappings to re-read.
+	qmu     sync.Mutex
+	queued  map[uint32]UnwindSource
 	nudged  map[uint32]time.Time // when each process last asked for a refresh
 	pending map[uint32]bool
 	wake    chan struct{}
@@ -102,6 +107,7 @@ func newUnwindTables(rows, files, procs, maps *ebpf.Map, capacity uint32) *unwin
 		procKeys: map[uint32][]string{},
 		sources:  map[uint32]UnwindSource{},
 		mapsSeen: map[uint32][]byte{},
+		queued:   map[uint32]UnwindSource{},
 		nudged:   map[uint32]time.Time{},
 		pending:  map[uint32]bool{},
 		wake:     make(chan struct{}, 1),
@@ -133,9 +139,9 @@ const nudgeEvery = 50 * time.Millisecond
 // walked without tables, or its pc lay outside the mappings they know (an
 // exec or a dlopen since, or JIT code). It never blocks.
 func (u *unwindTables) nudge(pid uint32) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if _, ok := u.sources[pid]; !ok || u.pending[pid] {
+	u.qmu.Lock()
+	defer u.qmu.Unlock()
+	if u.pending[pid] {
 		return
 	}
 	now := time.Now()
@@ -144,6 +150,22 @@ func (u *unwindTables) nudge(pid uint32) {
 	}
 	u.nudged[pid] = now
 	u.pending[pid] = true
+	select {
+	case u.wake <- struct{}{}:
+	default:
+	}
+}
+
+// trackLater is track done by the tables' own goroutine, one process at a
+// time: for the processes met while recording, whose tables the reader
+// must not wait for. It never blocks.
+func (u *unwindTables) trackLater(pid uint32, src UnwindSource) {
+	if src == nil {
+		return
+	}
+	u.qmu.Lock()
+	u.queued[pid] = src
+	u.qmu.Unlock()
 	select {
 	case u.wake <- struct{}{}:
 	default:
@@ -168,16 +190,27 @@ func (u *unwindTables) run() {
 			all = true
 		case <-u.wake:
 		}
+		u.qmu.Lock()
+		queued, pending := u.queued, u.pending
+		u.queued, u.pending = map[uint32]UnwindSource{}, map[uint32]bool{}
+		u.qmu.Unlock()
+		for pid, src := range queued {
+			u.track(pid, src)
+		}
 		u.mu.Lock()
 		srcs := make(map[uint32]UnwindSource, len(u.sources))
 		for pid, s := range u.sources {
-			if all || u.pending[pid] {
+			if _, new := queued[pid]; !new && (all || pending[pid]) {
 				srcs[pid] = s
 			}
 		}
-		clear(u.pending)
 		u.mu.Unlock()
 		for pid, s := range srcs {
+			select {
+			case <-u.stop:
+				return
+			default:
+			}
 			u.refresh(pid, s, false)
 		}
 	}
@@ -230,7 +263,6 @@ func (u *unwindTables) forget(pid uint32) {
 	defer u.mu.Unlock()
 	delete(u.sources, pid)
 	delete(u.mapsSeen, pid)
-	delete(u.nudged, pid)
 	u.dropEntry(pid)
 }
 

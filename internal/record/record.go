@@ -86,6 +86,7 @@ type session interface {
 	Drain()
 	Peek() ([]*collect.ThreadRecord, uint64, error)
 	TrackUnwind(pid uint32, src collect.UnwindSource)
+	TrackUnwindLater(pid uint32, src collect.UnwindSource)
 	UnwindStats() (collect.UnwindStats, bool)
 }
 
@@ -349,7 +350,7 @@ func (r *Recording) trackUnwindLater() {
 	s := r.session
 	r.agg.OnProcess = func(pid uint32, pr collect.ProcessResolver) {
 		if src, ok := pr.(collect.UnwindSource); ok {
-			go s.TrackUnwind(pid, src)
+			s.TrackUnwindLater(pid, src)
 		}
 	}
 }

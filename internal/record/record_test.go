@@ -131,6 +131,9 @@ func (s *fakeSession) Drain()                        { s.w.record("drain") }
 func (s *fakeSession) TrackUnwind(pid uint32, _ collect.UnwindSource) {
 	s.w.record(fmt.Sprintf("unwind %d", pid))
 }
+func (s *fakeSession) TrackUnwindLater(pid uint32, _ collect.UnwindSource) {
+	s.w.record(fmt.Sprintf("unwind-later %d", pid))
+}
 func (s *fakeSession) UnwindStats() (collect.UnwindStats, bool) { return collect.UnwindStats{}, false }
 func (s *fakeSession) Peek() ([]*collect.ThreadRecord, uint64, error) {
 	s.w.record("peek")
