@@ -43,8 +43,9 @@ type Aggregator struct {
 	carried     []Remainder // carried weights that came before any sample of their thread and state
 	// OnProcess, when set, is called with each process's resolver when it
 	// is created (on the reading goroutine: it must not block).
-	OnProcess func(pid uint32, r ProcessResolver)
-	unwind    UnwindCounts
+	OnProcess  func(pid uint32, r ProcessResolver)
+	unwind     UnwindCounts
+	entryCache map[pidAddr]bool // threadEntry's answers
 }
 
 // UnwindCounts are the samples whose user stack the in-kernel unwinder
@@ -58,9 +59,50 @@ type UnwindCounts struct {
 // UnwindCounts returns the counts of the samples added so far.
 func (a *Aggregator) UnwindCounts() UnwindCounts { return a.unwind }
 
-func (c *UnwindCounts) add(s *RawSample) {
+// threadEntries are the functions a thread's stack begins with: a walk
+// that stopped after reaching one of them (a frame pointer left set past a
+// Go thread's runtime.mstart leads to unreadable memory) has the whole
+// stack.
+var threadEntries = map[string]bool{
+	"_start": true, "clone": true, "clone3": true, "start_thread": true, "__libc_start_main": true,
+	"runtime.goexit": true, "runtime.mstart": true, "runtime.rt0_go": true, "runtime.goexit.abi0": true,
+	"runtime.mstart.abi0": true, "runtime.rt0_go.abi0": true, "crosscall1": true,
+}
+
+// threadEntry reports whether the outermost frame of a user stack is where
+// a thread begins; it remembers the answer per address.
+func (a *Aggregator) threadEntry(pid uint32, r ProcessResolver, user []uint64) bool {
+	if r == nil || len(user) == 0 {
+		return false
+	}
+	addr := user[len(user)-1]
+	k := pidAddr{pid, addr}
+	if v, ok := a.entryCache[k]; ok {
+		return v
+	}
+	if len(user) > 1 {
+		addr-- // a return address: look up the call
+	}
+	_, frames := r.Resolve(addr)
+	v := len(frames) > 0 && threadEntries[frames[len(frames)-1].Function]
+	if a.entryCache == nil {
+		a.entryCache = map[pidAddr]bool{}
+	}
+	a.entryCache[k] = v
+	return v
+}
+
+type pidAddr struct {
+	pid  uint32
+	addr uint64
+}
+
+func (c *UnwindCounts) add(s *RawSample, atEntry bool) {
 	on := s.Weight[profile.OnCPU] > 0
 	why, ok := s.UnwindStop()
+	if ok && atEntry {
+		why = UnwindEnd
+	}
 	switch {
 	case !ok && on:
 		c.FPOnCPU++
@@ -143,11 +185,13 @@ func (a *Aggregator) Add(s *RawSample) {
 		return
 	}
 	user := s.User
-	if len(user) > 0 {
-		a.unwind.add(s)
-	}
-	if r := a.Resolver(s.PID); r != nil && len(user) > 0 {
+	r := a.Resolver(s.PID)
+	if r != nil && len(user) > 0 {
 		user = r.TrimStack(r.FixLeaf(s.Regs, s.Snap, user))
+	}
+	if len(s.User) > 0 {
+		why, unwound := s.UnwindStop()
+		a.unwind.add(s, unwound && why != UnwindEnd && a.threadEntry(s.PID, r, user))
 	}
 	a.comm[s.TID] = s.Comm
 	a.perThread[s.TID]++

@@ -349,7 +349,14 @@ func (u *unwindTables) load(pid uint32, maps []symbolize.UnwindMapping) {
 		u.dropEntry(pid)
 		return
 	}
-	if err := u.procs.Update(pid, &bpf.WallprofUnwProc{N: uint32(len(maps)), Slot: slot}, ebpf.UpdateAny); err != nil {
+	entry := bpf.WallprofUnwProc{N: uint32(len(maps)), Slot: slot}
+	for _, m := range maps {
+		if m.CgoCallback[0] != 0 {
+			entry.CgocbLo, entry.CgocbHi = m.CgoCallback[0], m.CgoCallback[1]
+			entry.GoexitLo, entry.GoexitHi = m.GoExit[0], m.GoExit[1]
+		}
+	}
+	if err := u.procs.Update(pid, &entry, ebpf.UpdateAny); err != nil {
 		u.loadError(fmt.Errorf("process %d: %w", pid, err))
 		u.dropEntry(pid)
 	}

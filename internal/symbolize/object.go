@@ -45,6 +45,10 @@ type object struct {
 
 	unwOnce sync.Once
 	unw     *UnwindTable
+
+	cgocbOnce sync.Once
+	cgocb     [2]uint64 // runtime.cgocallback, if a Go object has it
+	goexit    [2]uint64 // runtime.goexit, then
 }
 
 func newObject(name string, ef *elf.File, f *os.File) *object {

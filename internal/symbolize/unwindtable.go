@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"os"
 	"sort"
+	"strings"
 )
 
 // This file turns an object's call frame information (.eh_frame, else
@@ -164,13 +165,15 @@ func rbpOffsetExpr(e []byte, deref bool) (int64, bool) {
 func (o *object) unwindTable() *UnwindTable {
 	o.unwOnce.Do(func() {
 		tables := o.cfiTables()
-		if o.goTable() != nil {
+		var extra []absRow
+		if gt := o.goTable(); gt != nil {
 			tables = nil
 			if s := o.elf.Section(".eh_frame"); s != nil && s.Type != elf.SHT_NOBITS && len(o.cfiTables()) > 0 {
 				tables = o.cfiTables()[:1]
 			}
+			extra = o.crosscall2Rows(gt)
 		}
-		o.unw = buildUnwindTable(tables)
+		o.unw = buildUnwindTable(tables, extra...)
 	})
 	return o.unw
 }
@@ -180,8 +183,8 @@ type absRow struct {
 	row UnwindRow
 }
 
-func buildUnwindTable(tables []*cfiTable) *UnwindTable {
-	var rows []absRow
+func buildUnwindTable(tables []*cfiTable, extra ...absRow) *UnwindTable {
+	rows := append([]absRow(nil), extra...)
 	var covered []*cfiTable // the tables already taken, for overlap checks
 	for _, t := range tables {
 		if t == nil {
@@ -271,6 +274,12 @@ type UnwindMapping struct {
 	// between the processes that map the same file.
 	Key   string
 	Table *UnwindTable // nil: no CFI, frame pointers only
+	// CgoCallback is runtime.cgocallback's code in this mapping (absolute
+	// addresses; zero when it has none): a Go program or library that C
+	// code calls into, whose goroutine stacks the walk continues on the C
+	// thread's stack.
+	CgoCallback [2]uint64
+	GoExit      [2]uint64 // runtime.goexit, likewise
 }
 
 // UnwindMappings returns the process's file-backed executable mappings with
@@ -294,10 +303,80 @@ func (p *Process) UnwindMappings() []UnwindMapping {
 		if key == "" {
 			key = r.obj.name
 		}
-		out = append(out, UnwindMapping{Start: r.m.Start, Limit: r.m.Limit, Bias: r.m.Start - va,
-			Key: key, Table: r.obj.unwindTable()})
+		m := UnwindMapping{Start: r.m.Start, Limit: r.m.Limit, Bias: r.m.Start - va,
+			Key: key, Table: r.obj.unwindTable()}
+		if cb, exit, ok := r.obj.cgoCallback(); ok && cb[0]+m.Bias >= m.Start && cb[0]+m.Bias < m.Limit {
+			m.CgoCallback = [2]uint64{cb[0] + m.Bias, cb[1] + m.Bias}
+			m.GoExit = [2]uint64{exit[0] + m.Bias, exit[1] + m.Bias}
+		}
+		out = append(out, m)
 	}
 	return out
+}
+
+// crosscall2Rows describes runtime/cgo's crosscall2, the Go assembly that C
+// code calls to enter Go: it pushes RBP, then saves it again in a frame of
+// its own and points RBP there, so its frame pointer does not lead to a
+// return address. Rows from the SP deltas of .gopclntab (CFA = RSP + delta
+// + 8, the caller's RBP at CFA-16 once pushed) let the walk go on into the
+// C caller. Nil when the object has no crosscall2 (not a cgo program).
+func (o *object) crosscall2Rows(gt goTable) []absRow {
+	syms, _ := o.elf.Symbols()
+	var lo, hi uint64
+	for _, s := range syms {
+		if s.Name == "crosscall2" && elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Size > 0 {
+			lo, hi = s.Value, s.Value+s.Size
+			break
+		}
+	}
+	if lo == 0 || hi-lo > 4096 {
+		return nil
+	}
+	var rows []absRow
+	last := int64(-1)
+	for pc := lo; pc < hi; pc++ {
+		d, ok := gt.SPDelta(pc)
+		if !ok || d < 0 || d+8 > 0xffff {
+			return nil
+		}
+		if d == last {
+			continue
+		}
+		last = d
+		r := UnwindRow{Kind: UnwindRSP, CFAOff: uint16(d + 8)}
+		if d >= 8 {
+			r.BPOff = -2 // pushed first: at entry SP - 8
+		}
+		rows = append(rows, absRow{pc: pc, row: r})
+	}
+	return append(rows, absRow{pc: hi, row: UnwindRow{Kind: UnwindNone}})
+}
+
+// cgoCallback returns the ELF virtual addresses of runtime.cgocallback and
+// runtime.goexit in a Go object, from its symbol table.
+func (o *object) cgoCallback() (cgocb, goexit [2]uint64, ok bool) {
+	o.cgocbOnce.Do(func() {
+		if o.goTable() == nil {
+			return
+		}
+		syms, _ := o.elf.Symbols()
+		var cb, exit [2]uint64
+		for _, s := range syms {
+			if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Size == 0 {
+				continue
+			}
+			switch strings.TrimSuffix(s.Name, ".abi0") {
+			case "runtime.cgocallback":
+				cb = [2]uint64{s.Value, s.Value + s.Size}
+			case "runtime.goexit":
+				exit = [2]uint64{s.Value, s.Value + s.Size}
+			}
+		}
+		if cb[0] != 0 && exit[0] != 0 {
+			o.cgocb, o.goexit = cb, exit
+		}
+	})
+	return o.cgocb, o.goexit, o.cgocb[0] != 0
 }
 
 // mappedVaddr is the ELF virtual address that a mapping of the file at

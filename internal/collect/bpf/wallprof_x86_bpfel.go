@@ -138,9 +138,13 @@ type WallprofUnwMap struct {
 }
 
 type WallprofUnwProc struct {
-	_    structs.HostLayout
-	N    uint32
-	Slot uint32
+	_        structs.HostLayout
+	N        uint32
+	Slot     uint32
+	CgocbLo  uint64
+	CgocbHi  uint64
+	GoexitLo uint64
+	GoexitHi uint64
 }
 
 type WallprofUnwRow struct {

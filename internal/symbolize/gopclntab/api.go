@@ -42,16 +42,12 @@ type Table struct {
 // Open reads the .gopclntab of f. The returned Table does not keep f open:
 // everything it needs is copied into memory.
 func Open(f *elf.File) (*Table, error) {
-	sec := f.Section(".gopclntab")
-	if sec == nil || sec.Type == elf.SHT_NOBITS {
-		return nil, ErrNotGo
-	}
-	data, err := sec.Data()
+	data, addr, err := pclntabData(f)
 	if err != nil {
-		return nil, errors.Join(ErrNotGo, err)
+		return nil, err
 	}
 	img := newImage(f)
-	t, err := parse(data, sec.Addr, img)
+	t, err := parse(data, addr, img)
 	if err != nil {
 		return nil, err
 	}
@@ -117,4 +113,42 @@ func (t *Table) TextRange() (start, end uint64) {
 	start, _, _ = t.ftabEntry(0)
 	end, _, _ = t.ftabEntry(n)
 	return start, end
+}
+
+// pclntabData returns the function table's bytes and address: the
+// .gopclntab section, or, in the shared libraries (-buildmode=c-shared) and
+// PIEs of Go before 1.26, which keep it inside .data.rel.ro, the bytes
+// between the symbols runtime.pclntab and runtime.epclntab.
+func pclntabData(f *elf.File) ([]byte, uint64, error) {
+	if sec := f.Section(".gopclntab"); sec != nil && sec.Type != elf.SHT_NOBITS {
+		data, err := sec.Data()
+		if err != nil {
+			return nil, 0, errors.Join(ErrNotGo, err)
+		}
+		return data, sec.Addr, nil
+	}
+	syms, _ := f.Symbols()
+	var lo, hi uint64
+	for _, s := range syms {
+		switch s.Name {
+		case "runtime.pclntab":
+			lo = s.Value
+		case "runtime.epclntab":
+			hi = s.Value
+		}
+	}
+	if lo == 0 || hi <= lo {
+		return nil, 0, ErrNotGo
+	}
+	for _, sec := range f.Sections {
+		if sec.Type == elf.SHT_NOBITS || lo < sec.Addr || hi > sec.Addr+sec.Size {
+			continue
+		}
+		data, err := sec.Data()
+		if err != nil {
+			return nil, 0, errors.Join(ErrNotGo, err)
+		}
+		return data[lo-sec.Addr : hi-sec.Addr], lo, nil
+	}
+	return nil, 0, ErrNotGo
 }

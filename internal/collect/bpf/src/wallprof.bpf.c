@@ -305,7 +305,22 @@ struct unw_map {
 struct unw_proc {
 	u32 n;    /* mappings */
 	u32 slot; /* its mappings are unw_maps[slot*UNW_MAX_MAPS ...] */
+	/* runtime.cgocallback's code, in a Go program or library that C calls
+	 * (0, 0: none): where a goroutine stack's walk continues on the C
+	 * thread's stack. */
+	u64 cgocb_lo, cgocb_hi;
+	u64 goexit_lo, goexit_hi; /* runtime.goexit's code */
 };
+
+/* The Go runtime's layout (amd64, stable since Go 1.4): g.m, m.g0, and
+ * g.sched.sp; cgocallback's frame on the system stack: 32 bytes, with the
+ * caller's frame pointer at 24 and the return address into crosscall2 at
+ * 32. */
+#define GO_G_M 48
+#define GO_M_G0 0
+#define GO_G_SCHED_SP 56
+#define GO_CGOCB_BP 24
+#define GO_CGOCB_RA 32
 
 /* Set by user space before loading: whether it fills the tables. */
 const volatile u8 unwind_tables = 0;
@@ -562,6 +577,10 @@ struct unw_ctx {
 	/* The thread whose stack is walked from a task iterator (another
 	 * process's memory: bpf_copy_from_user_task); NULL: the current one. */
 	struct task_struct *task;
+	u64 g;    /* R14 at the sample: the goroutine, in Go code */
+	u64 prev; /* the previous frame's pc */
+	u32 jumped;
+	u32 pad;
 };
 
 /* A binary search's state: the first element after pc lies in
@@ -675,6 +694,35 @@ static __always_inline long unw_read(u64 *dst, u64 addr, struct task_struct *tas
 	return bpf_probe_read_user(dst, 8, (void *)addr);
 }
 
+/* unw_cgo_jump continues a walk that reached the bottom of the goroutine
+ * stack of a call from C into Go (Go before 1.26 or so): the frame before
+ * was runtime.cgocallback's copy on the goroutine stack, whose return
+ * address is the goroutine's runtime.goexit, while the C code that called
+ * crosscall2 lies on the thread's system stack, where cgocallback left its
+ * SP in m.g0.sched.sp. It moves c there (once), to crosscall2, and returns
+ * true; false where it does not apply. */
+static __always_inline bool unw_cgo_jump(struct unw_ctx *c, struct task_struct *task)
+{
+	if (c->jumped || !c->g)
+		return false;
+	struct unw_proc *p = bpf_map_lookup_elem(&unw_procs, &c->tgid);
+	if (!p || !p->cgocb_lo || c->prev < p->cgocb_lo || c->prev >= p->cgocb_hi)
+		return false;
+	if (c->ip - 1 < p->goexit_lo || c->ip - 1 >= p->goexit_hi)
+		return false;
+	u64 m, g0, sp, ra, bp;
+	if (unw_read(&m, c->g + GO_G_M, task) || !m || unw_read(&g0, m + GO_M_G0, task) || !g0 || g0 == c->g ||
+	    unw_read(&sp, g0 + GO_G_SCHED_SP, task) || !sp || unw_read(&ra, sp + GO_CGOCB_RA, task) || !ra ||
+	    unw_read(&bp, sp + GO_CGOCB_BP, task))
+		return false;
+	c->jumped = 1;
+	c->prev = c->ip;
+	c->ip = ra;
+	c->sp = sp + GO_CGOCB_RA + 8;
+	c->bp = bp;
+	return true;
+}
+
 /* unw_step_in records the frame at c->ip in fr and moves c to its caller;
  * it returns 1 to stop (c->why says why). */
 static __always_inline long unw_step_in(u64 i, struct unw_ctx *c, struct unw_frames *fr, struct task_struct *task)
@@ -691,6 +739,8 @@ static __always_inline long unw_step_in(u64 i, struct unw_ctx *c, struct unw_fra
 		c->why = UNWR_DEPTH;
 		return 1;
 	}
+	if (i)
+		unw_cgo_jump(c, task); /* in place of a goexit that is not the bottom */
 	fr->pc[i] = c->ip;
 	c->n = i + 1;
 	u32 n = i;
@@ -766,6 +816,7 @@ static __always_inline long unw_step_in(u64 i, struct unw_ctx *c, struct unw_fra
 		c->why = UNWR_END;
 		return 1;
 	}
+	c->prev = c->ip;
 	c->ip = ra;
 	c->sp = cfa;
 	c->bp = bp;
@@ -792,12 +843,13 @@ static long unw_step_task(u64 i, void *arg)
  * process has no tables. A global function: the verifier checks it once,
  * on its own, rather than at every place a stack is taken (which made
  * loading the programs take ~0.7 s of CPU). */
-__attribute__((noinline)) int unwind_regs(u64 ip, u64 sp, u64 bp, u32 tgid, u32 slot)
+__attribute__((noinline)) int unwind_regs(u64 ip, u64 sp, u64 bp, u64 g, u64 tgid_slot)
 {
+	u32 tgid = tgid_slot >> 32, slot = (u32)tgid_slot;
 	if (!bpf_map_lookup_elem(&unw_procs, &tgid))
 		return 0;
 	u32 nomap = unw_find_map(tgid, ip) ? 0 : UNW_NOMAP;
-	struct unw_ctx c = {.ip = ip, .sp = sp, .bp = bp, .tgid = tgid, .slot = slot, .why = UNWR_DEPTH};
+	struct unw_ctx c = {.ip = ip, .sp = sp, .bp = bp, .tgid = tgid, .slot = slot, .why = UNWR_DEPTH, .g = g};
 	bpf_loop(MAX_STACK, unw_step, &c, 0);
 	u32 n = c.n;
 	if (n > MAX_STACK)
@@ -812,7 +864,8 @@ static __always_inline bool unwind_user(struct sample_event *e, u32 slot)
 {
 	if (!unwind_tables || !e->ip)
 		return false;
-	u32 r = (u32)unwind_regs(e->ip, e->sp, e->bp, e->pid, slot);
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	u32 r = (u32)unwind_regs(e->ip, e->sp, e->bp, BPF_CORE_READ(regs, r14), (u64)e->pid << 32 | slot);
 	if (!r)
 		return false;
 	struct unw_frames *fr = bpf_map_lookup_elem(&unw_frames, &slot);
@@ -1708,7 +1761,9 @@ static __always_inline bool unwind_task(struct task_struct *task, struct sample_
 	if (!bpf_map_lookup_elem(&unw_procs, &tgid))
 		return false;
 	u32 nomap = unw_find_map(tgid, e->ip) ? 0 : UNW_NOMAP;
-	struct unw_ctx c = {.ip = e->ip, .sp = e->sp, .bp = e->bp, .tgid = tgid, .why = UNWR_DEPTH, .task = task};
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	struct unw_ctx c = {.ip = e->ip, .sp = e->sp, .bp = e->bp, .tgid = tgid, .why = UNWR_DEPTH, .task = task,
+			    .g = BPF_CORE_READ(regs, r14)};
 	bpf_loop(MAX_STACK, unw_step_task, &c, 0);
 	u32 zero = 0;
 	struct unw_frames *fr = bpf_map_lookup_elem(&unw_iter_frames, &zero);
