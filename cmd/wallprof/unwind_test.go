@@ -237,3 +237,72 @@ func TestRecordCgoUnwinds(t *testing.T) {
 		t.Errorf("%.1f%% of c_leaf's on-CPU time (%d ns) has the whole chain %s; want 95%%", 100*share, with, strings.Join(chain, " > "))
 	}
 }
+
+// TestRecordCSharedUnwinds records a C program (no frame pointers) that
+// calls an exported function of a Go c-shared library: the Go frames go on
+// through crosscall2 into the C caller, and at least 95% of the Go
+// function's on-CPU time reaches the C program's main. With the installed
+// Go, and with Go 1.22 when its toolchain is in the module cache (its
+// runtime leaves runtime.goexit at the bottom of the goroutine stack, and
+// its library has no .gopclntab section).
+func TestRecordCSharedUnwinds(t *testing.T) {
+	requireRecording(t)
+	if _, err := exec.LookPath("gcc"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true but gcc is missing")
+		}
+		t.Skip("gcc is not installed")
+	}
+	toolchains := []string{""}
+	if out, err := exec.Command("go", "env", "GOMODCACHE").Output(); err == nil {
+		if _, err := os.Stat(filepath.Join(strings.TrimSpace(string(out)), "golang.org", "toolchain@v0.0.1-go1.22.12.linux-amd64")); err == nil {
+			toolchains = append(toolchains, "go1.22.12")
+		}
+	}
+	src := groundtruth.WorkloadDir(t, "cshared")
+	for _, tc := range toolchains {
+		name := tc
+		if name == "" {
+			name = "installed"
+		}
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			build := exec.Command("go", "build", "-buildmode=c-shared", "-o", filepath.Join(dir, "libspin.so"), ".")
+			build.Dir = src
+			build.Env = append(os.Environ(), "CGO_ENABLED=1", "GOWORK=off", "GOFLAGS=-mod=mod")
+			if tc != "" {
+				build.Env = append(build.Env, "GOTOOLCHAIN="+tc)
+			}
+			if out, err := build.CombinedOutput(); err != nil {
+				t.Fatalf("go build: %v\n%s", err, out)
+			}
+			bin := filepath.Join(dir, "cshared")
+			if out, err := exec.Command("gcc", "-O2", "-fomit-frame-pointer", "-o", bin, filepath.Join(src, "main.c"),
+				"-L"+dir, "-lspin", "-Wl,-rpath,"+dir).CombinedOutput(); err != nil {
+				t.Fatalf("gcc: %v\n%s", err, out)
+			}
+			out := filepath.Join(dir, "cshared.pb.gz")
+			code, stderr := wallprof(t, "record", "-o", out, "--", bin, "3")
+			if code != 0 {
+				t.Fatalf("wallprof record exited %d:\n%s", code, stderr)
+			}
+			p := readProfile(t, out)
+			chain := []string{"main", "c_caller", "crosscall2", "main.GoSpin", "main.goLeaf"}
+			var with, whole int64
+			for _, s := range p.Samples {
+				if s.State != profile.OnCPU || !stackHas(s, "main.goLeaf") {
+					continue
+				}
+				with += s.Value
+				if inOrder(stackFuncs(s), chain) {
+					whole += s.Value
+				}
+			}
+			share := float64(whole) / float64(max(with, 1))
+			t.Logf("%.1f%% of main.goLeaf's on-CPU time has %s\n%s", 100*share, strings.Join(chain, " > "), stderr)
+			if with == 0 || share < 0.95 {
+				t.Errorf("%.1f%% of main.goLeaf's on-CPU time (%d ns) has the whole chain %s; want 95%%", 100*share, with, strings.Join(chain, " > "))
+			}
+		})
+	}
+}

@@ -1,0 +1,3 @@
+module cshared
+
+go 1.20
