@@ -511,11 +511,10 @@ func runBenchHistory(ctx context.Context, args []string, stdout, stderr io.Write
 		return code
 	}
 	defer st.Close()
-	runs, err := st.Runs(ctx)
+	hs, err := bench.LoadHistories(ctx, st, fs.Arg(0), *unit, *cpAlpha, *perms)
 	if err != nil {
 		return fail(err)
 	}
-	hs := bench.Histories(runs, fs.Arg(0), *unit, *cpAlpha, *perms)
 	if len(hs) == 0 {
 		return fail(fmt.Errorf("no stored results of %s in %s", fs.Arg(0), *unit))
 	}

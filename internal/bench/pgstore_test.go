@@ -29,7 +29,7 @@ func TestBenchStorePostgresConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	runs, err := st.Runs(ctx)
-	if err != nil || len(runs) != 2 {
+	if err != nil || len(runs) != 3 {
 		t.Errorf("after reopening: %d runs, %v", len(runs), err)
 	}
 	if _, err := st.(*sqlStore).db.Exec("UPDATE wallprof_schema SET version = 99"); err != nil {

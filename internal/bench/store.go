@@ -21,6 +21,11 @@ type Store interface {
 	Save(ctx context.Context, run *Run) error
 	// Runs returns every run with its results, oldest first.
 	Runs(ctx context.Context) ([]*Run, error)
+	// RunsOf returns every run, oldest first, with only the results of
+	// the benchmark name (matched as Histories matches it, with or
+	// without its Benchmark prefix and -GOMAXPROCS suffix) and only their
+	// values in unit (every unit when ""). It reads only those samples.
+	RunsOf(ctx context.Context, name, unit string) ([]*Run, error)
 	Close() error
 }
 
@@ -60,6 +65,8 @@ var migrations = []string{
 	);
 	CREATE INDEX results_run ON results(run_id);
 	CREATE INDEX samples_result ON samples(result_id);`,
+	// 2: a benchmark's history reads its results without scanning all.
+	`CREATE INDEX results_benchmark ON results(benchmark_id);`,
 }
 
 // pgMigrations are migrations for Postgres: the same schema.
@@ -94,6 +101,7 @@ var pgMigrations = []string{
 	);
 	CREATE INDEX results_run ON results(run_id);
 	CREATE INDEX samples_result ON samples(result_id);`,
+	`CREATE INDEX results_benchmark ON results(benchmark_id);`,
 }
 
 // timeLayout is how runs' times are stored: UTC, fixed width, so that the
@@ -258,6 +266,25 @@ func (s *sqlStore) Save(ctx context.Context, run *Run) error {
 }
 
 func (s *sqlStore) Runs(ctx context.Context) ([]*Run, error) {
+	return s.runs(ctx, "", nil)
+}
+
+func (s *sqlStore) RunsOf(ctx context.Context, name, unit string) ([]*Run, error) {
+	like := func(n string) string {
+		return strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(n) + "-%"
+	}
+	where := `WHERE (b.name = ? OR b.name LIKE ? ESCAPE '\' OR b.name LIKE ? ESCAPE '\')`
+	args := []any{name, like(name), like(strings.TrimPrefix(name, "Benchmark"))}
+	if unit != "" {
+		where += " AND s.unit = ?"
+		args = append(args, unit)
+	}
+	return s.runs(ctx, where, args)
+}
+
+// runs returns every run, with the results and samples that where (a
+// condition on b, r and s) selects.
+func (s *sqlStore) runs(ctx context.Context, where string, args []any) ([]*Run, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, commit_hash, dirty, time, machine, toolchain, label FROM runs ORDER BY time, id`)
 	if err != nil {
 		return nil, err
@@ -279,9 +306,9 @@ func (s *sqlStore) Runs(ctx context.Context) ([]*Run, error) {
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	rows, err = s.db.QueryContext(ctx, `SELECT r.id, r.run_id, b.pkg, b.name, r.iters, r.config, s.unit, s.value
+	rows, err = s.db.QueryContext(ctx, s.d.q(`SELECT r.id, r.run_id, b.pkg, b.name, r.iters, r.config, s.unit, s.value
 		FROM results r JOIN benchmarks b ON b.id = r.benchmark_id JOIN samples s ON s.result_id = r.id
-		ORDER BY r.id, `+s.d.sampleOrder)
+		`+where+` ORDER BY r.id, `+s.d.sampleOrder), args...)
 	if err != nil {
 		return nil, err
 	}
