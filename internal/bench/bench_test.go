@@ -216,3 +216,26 @@ func TestBenchParseStrictness(t *testing.T) {
 		t.Errorf("lenient parse: %d results, %v", len(res), err)
 	}
 }
+
+// A check of 4 rounds has unbounded confidence intervals; its JSON writes
+// them as null instead of failing on -Inf.
+func TestBenchJSONSmallSample(t *testing.T) {
+	run := func(vs ...float64) *Run {
+		r := &Run{}
+		for _, v := range vs {
+			r.Results = append(r.Results, Result{Pkg: "p", Name: "A-2", Iters: 1, Values: []Value{{v, "sec/op"}}})
+		}
+		return r
+	}
+	ds := Compare(run(1, 2, 3, 4), run(5, 6, 7, 8), Options{})
+	if len(ds) != 1 || !math.IsInf(ds[0].Base.Lo, -1) && !math.IsInf(ds[0].Base.Hi, 1) {
+		t.Fatalf("deltas %+v; want an unbounded interval", ds)
+	}
+	var b strings.Builder
+	if err := WriteJSON(&b, &Report{Command: "check", Deltas: ds}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "null") || !strings.Contains(b.String(), `"center": 2.5`) {
+		t.Errorf("JSON:\n%s", b.String())
+	}
+}
