@@ -156,7 +156,10 @@ func Open(ctx context.Context, path string, busy time.Duration) (Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
-	dsn := fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)", path, busy.Milliseconds())
+	// Every transaction begins IMMEDIATE: it takes the write lock at
+	// BEGIN, waiting for it up to busy, rather than failing at once when a
+	// read in it must become a write after another process wrote.
+	dsn := fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_txlock=immediate", path, busy.Milliseconds())
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, err
@@ -170,16 +173,22 @@ func Open(ctx context.Context, path string, busy time.Duration) (Store, error) {
 	return s, nil
 }
 
-func (s *sqlStore) version(ctx context.Context) (int, error) {
+// querier is a *sql.DB or a *sql.Tx.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func (s *sqlStore) version(ctx context.Context, q querier) (int, error) {
 	var v int
 	if !s.d.postgres {
-		err := s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
+		err := q.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
 		return v, err
 	}
-	if _, err := s.db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS wallprof_schema (version INTEGER NOT NULL)"); err != nil {
+	if _, err := q.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS wallprof_schema (version INTEGER NOT NULL)"); err != nil {
 		return 0, err
 	}
-	err := s.db.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM wallprof_schema").Scan(&v)
+	err := q.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM wallprof_schema").Scan(&v)
 	return v, err
 }
 
@@ -190,35 +199,87 @@ func (s *sqlStore) setVersion(v int) string {
 	return fmt.Sprintf(";DELETE FROM wallprof_schema; INSERT INTO wallprof_schema VALUES (%d)", v)
 }
 
+// pgMigrationLock is the Postgres advisory lock that migrations hold.
+const pgMigrationLock = 0x77616c6c // "wall"
+
+// migrate takes the database to SchemaVersion. Two processes that open a
+// new database at once (two CI jobs) both find it at version 0: each
+// migration step therefore runs in a transaction that holds the write lock
+// (SQLite's BEGIN IMMEDIATE, the DSN's _txlock; an advisory lock in
+// Postgres) and reads the version again under it, so that the second
+// process finds the first one's work done.
 func (s *sqlStore) migrate(ctx context.Context, path string) error {
-	v, err := s.version(ctx)
+	v, err := s.version(ctx, s.db)
+	if err != nil && s.d.postgres {
+		// Concurrent CREATE TABLE IF NOT EXISTS can fail in Postgres; the
+		// locked transaction below creates it again.
+		v, err = 0, nil
+	}
 	if err != nil {
 		return fmt.Errorf("open %s: %w", path, err)
 	}
 	if v > SchemaVersion {
-		return fmt.Errorf("%s has benchmark schema version %d, newer than the %d this wallprof knows; use a newer wallprof: %w", path, v, SchemaVersion, ErrNewerSchema)
+		return newerSchema(path, v)
 	}
-	for ; v < SchemaVersion; v++ {
-		tx, err := s.db.BeginTx(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("migrate %s: %w", path, err)
-		}
-		_, err = tx.ExecContext(ctx, s.d.migrations[v]+s.setVersion(v+1))
-		if err == nil {
-			err = tx.Commit()
-		} else {
-			tx.Rollback()
-		}
-		if err != nil {
+	for v < SchemaVersion {
+		if err := s.migrateStep(ctx, &v); err != nil {
 			return fmt.Errorf("migrate %s to version %d: %w", path, v+1, err)
+		}
+		if v > SchemaVersion {
+			return newerSchema(path, v)
 		}
 	}
 	return nil
 }
 
+func newerSchema(path string, v int) error {
+	return fmt.Errorf("%s has benchmark schema version %d, newer than the %d this wallprof knows; use a newer wallprof: %w", path, v, SchemaVersion, ErrNewerSchema)
+}
+
+// migrateStep reads the version *v under the write lock and, if it is
+// below SchemaVersion, runs its migration; *v is the version after it.
+func (s *sqlStore) migrateStep(ctx context.Context, v *int) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if s.d.postgres {
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", pgMigrationLock)); err != nil {
+			return err
+		}
+	}
+	if *v, err = s.version(ctx, tx); err != nil || *v >= SchemaVersion {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, s.d.migrations[*v]+s.setVersion(*v+1)); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	*v++
+	return nil
+}
+
 func (s *sqlStore) Close() error { return s.db.Close() }
 
+// saveTries is how many times Save tries a transaction that failed on a
+// locked database (each waits up to the busy timeout).
+const saveTries = 3
+
 func (s *sqlStore) Save(ctx context.Context, run *Run) error {
+	var err error
+	for try := 1; ; try++ {
+		err = s.save(ctx, run)
+		if !IsLocked(err) || try == saveTries || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(time.Duration(try) * 50 * time.Millisecond)
+	}
+}
+
+func (s *sqlStore) save(ctx context.Context, run *Run) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
