@@ -66,4 +66,3 @@ func Start(t testing.TB) string {
 	t.Cleanup(func() { sh(fmt.Sprintf("%spg_ctl -D %s/data -m immediate stop >/dev/null", binDir, dir)).Run() })
 	return fmt.Sprintf("postgres://postgres@/postgres?host=%s&port=%d&sslmode=disable", dir, port)
 }
-
