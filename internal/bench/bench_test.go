@@ -239,3 +239,57 @@ func TestBenchJSONSmallSample(t *testing.T) {
 		t.Errorf("JSON:\n%s", b.String())
 	}
 }
+
+// bestSplitCubic is bestSplit as first written, every sum recomputed for
+// every tau: the reference of TestBenchBestSplitIncremental.
+func bestSplitCubic(x []float64, minSize int) (int, float64) {
+	n := len(x)
+	within := func(x []float64) float64 {
+		s := 0.0
+		for i := range x {
+			for j := i + 1; j < len(x); j++ {
+				s += math.Abs(x[i] - x[j])
+			}
+		}
+		n := float64(len(x))
+		return s / (n * (n - 1) / 2)
+	}
+	best, bestQ := -1, math.Inf(-1)
+	for tau := minSize; tau <= n-minSize; tau++ {
+		a, b := x[:tau], x[tau:]
+		m, k := float64(len(a)), float64(len(b))
+		between := 0.0
+		for _, u := range a {
+			for _, v := range b {
+				between += math.Abs(u - v)
+			}
+		}
+		e := 2*between/(m*k) - within(a) - within(b)
+		if q := m * k / (m + k) * e; q > bestQ {
+			best, bestQ = tau, q
+		}
+	}
+	return best, bestQ
+}
+
+// The incremental bestSplit finds the split and Q of the cubic one.
+func TestBenchBestSplitIncremental(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for trial := range 300 {
+		n := 1 + rng.IntN(80)
+		x := make([]float64, n)
+		step := rng.IntN(n)
+		for i := range x {
+			x[i] = 100 * (1 + 0.05*rng.NormFloat64())
+			if i >= step {
+				x[i] *= 1.2
+			}
+		}
+		minSize := 2 + rng.IntN(3)
+		tau, q := bestSplit(x, minSize)
+		wtau, wq := bestSplitCubic(x, minSize)
+		if tau != wtau || (tau >= 0 && math.Abs(q-wq) > 1e-9*math.Abs(wq)+1e-9) {
+			t.Fatalf("trial %d (n %d, min %d): bestSplit %d %g; cubic %d %g", trial, n, minSize, tau, q, wtau, wq)
+		}
+	}
+}

@@ -161,3 +161,25 @@ func BenchmarkHistory(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkChangePoints times E-Divisive means with 199 permutations on a
+// history of n commits with one step.
+func BenchmarkChangePoints(b *testing.B) {
+	for _, n := range []int{50, 500} {
+		b.Run(fmt.Sprint("n=", n), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(7, 8))
+			x := make([]float64, n)
+			for i := range x {
+				x[i] = 100 * (1 + 0.02*(rng.Float64()-0.5))
+				if i >= n*3/5 {
+					x[i] *= 1.1
+				}
+			}
+			for b.Loop() {
+				if cp := ChangePoints(x, 0.01, 199, 3); len(cp) != 1 || cp[0] != n*3/5 {
+					b.Fatalf("change points %v", cp)
+				}
+			}
+		})
+	}
+}
