@@ -160,6 +160,21 @@ func Open(ctx context.Context, path string, busy time.Duration) (Store, error) {
 	// BEGIN, waiting for it up to busy, rather than failing at once when a
 	// read in it must become a write after another process wrote.
 	dsn := fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_txlock=immediate", path, busy.Milliseconds())
+	// SQLite does not always wait for a lock: when waiting could deadlock
+	// (two connections that read want to write), or while another process
+	// turns a new database to WAL, it fails at once with "database is
+	// locked". Opening is tried again until busy has passed.
+	deadline := time.Now().Add(busy)
+	for try := 1; ; try++ {
+		s, err := openSQLite(ctx, path, dsn)
+		if !IsLocked(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			return s, err
+		}
+		time.Sleep(time.Duration(try) * 10 * time.Millisecond)
+	}
+}
+
+func openSQLite(ctx context.Context, path, dsn string) (Store, error) {
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, err
