@@ -32,9 +32,11 @@ the SQLite database .wallprof/bench.db of its git repository (created on
 first use; --db postgres://... for a shared Postgres database), one run per
 commit (and whether the tree had changes).
 
-Without --base, runs 'go test -run ^$ -bench B -benchmem -count N' on
-PACKAGES (./... by default), stores the run under the current commit and
-prints each benchmark's median and 95% confidence interval.
+Without --base, builds the test binaries of PACKAGES (./... by default)
+with 'go test -c' and runs them N rounds ('-run ^$ -bench B -benchmem
+-count 1' each, so that every benchmark runs once per round), stores the
+run under the current commit and prints each benchmark's median and 95%
+confidence interval.
 
 With --base REV, an A/B run: REV is checked out in a temporary git
 worktree, the test binaries of both versions are built with 'go test -c',
@@ -511,11 +513,10 @@ func runBenchHistory(ctx context.Context, args []string, stdout, stderr io.Write
 		return code
 	}
 	defer st.Close()
-	runs, err := st.Runs(ctx)
+	hs, err := bench.LoadHistories(ctx, st, fs.Arg(0), *unit, *cpAlpha, *perms)
 	if err != nil {
 		return fail(err)
 	}
-	hs := bench.Histories(runs, fs.Arg(0), *unit, *cpAlpha, *perms)
 	if len(hs) == 0 {
 		return fail(fmt.Errorf("no stored results of %s in %s", fs.Arg(0), *unit))
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/wallprof/wallprof/internal/bench"
+	"github.com/wallprof/wallprof/internal/pgtest"
 )
 
 // benchRepo makes a git repository of testdata/benchgt with two commits:
@@ -260,5 +262,72 @@ func TestBenchHistoryChangePoint(t *testing.T) {
 	}
 	if len(marked) != 1 || marked[0] != commits[6][:12] {
 		t.Errorf("change points at %v; want [%s]:\n%s", marked, commits[6][:12], stdout)
+	}
+}
+
+// The goal, through the command: 50 commits × 20 benchmarks × 10
+// samples (sec/op, B/op, allocs/op), benchmarks Op00, Op05, Op10 and Op15
+// 10% slower from commit 31 on, ±2% noise everywhere. 'wallprof bench
+// history' answers in under 1 s from SQLite and from Postgres and marks
+// exactly commit 31. (internal/bench's TestBenchHistoryScale checks every
+// benchmark and BenchmarkHistory times it.)
+func TestBenchHistoryScaleCLI(t *testing.T) {
+	dbs := map[string]string{"sqlite": filepath.Join(t.TempDir(), "h.db")}
+	if _, err := pgtest.Find(); err == nil && !testing.Short() {
+		dbs["postgres"] = pgtest.Start(t)
+	}
+	commit := func(i int) string { return fmt.Sprintf("%040x", 0xabc000+i) }
+	for kind, dsn := range dbs {
+		t.Run(kind, func(t *testing.T) {
+			ctx := context.Background()
+			st, err := bench.Open(ctx, dsn, time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(1, 14))
+			for c := range 50 {
+				run := &bench.Run{Commit: commit(c), Time: time.Unix(int64(1e9+3600*c), 0), Label: "import"}
+				for b := range 20 {
+					base := 1e-6 * float64(b+1)
+					if b%5 == 0 && c >= 31 {
+						base *= 1.10
+					}
+					for range 10 {
+						run.Results = append(run.Results, bench.Result{Pkg: "example.com/big", Name: fmt.Sprintf("Op%02d-2", b), Iters: 1000,
+							Config: map[string]string{"goos": "linux", "pkg": "example.com/big"},
+							Values: []bench.Value{{Value: base * (1 + 0.04*(rng.Float64()-0.5)), Unit: "sec/op"}, {Value: 64, Unit: "B/op"}, {Value: 1, Unit: "allocs/op"}}})
+					}
+				}
+				if err := st.Save(ctx, run); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st.Close()
+			for _, name := range []string{"BenchmarkOp05", "Op07"} {
+				start := time.Now()
+				code, stdout, stderr := runCmd("bench", "history", "--db", dsn, name)
+				el := time.Since(start)
+				if code != exitOK {
+					t.Fatalf("history %s exited %d: %s", name, code, stderr)
+				}
+				if el > time.Second {
+					t.Errorf("history %s took %v; the goal is under 1 s", name, el)
+				}
+				var marked []string
+				for _, line := range strings.Split(stdout, "\n") {
+					if strings.Contains(line, "change point") {
+						marked = append(marked, strings.Fields(line)[0])
+					}
+				}
+				want := "[" + commit(31)[:12] + "]"
+				if name == "Op07" {
+					want = "[]"
+				}
+				if fmt.Sprint(marked) != want || strings.Count(stdout, "n=10") != 50 {
+					t.Errorf("history %s: change points at %v; want %s:\n%s", name, marked, want, stdout)
+				}
+				t.Logf("%s: history %s in %v", kind, name, el)
+			}
+		})
 	}
 }

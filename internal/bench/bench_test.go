@@ -216,3 +216,80 @@ func TestBenchParseStrictness(t *testing.T) {
 		t.Errorf("lenient parse: %d results, %v", len(res), err)
 	}
 }
+
+// A check of 4 rounds has unbounded confidence intervals; its JSON writes
+// them as null instead of failing on -Inf.
+func TestBenchJSONSmallSample(t *testing.T) {
+	run := func(vs ...float64) *Run {
+		r := &Run{}
+		for _, v := range vs {
+			r.Results = append(r.Results, Result{Pkg: "p", Name: "A-2", Iters: 1, Values: []Value{{v, "sec/op"}}})
+		}
+		return r
+	}
+	ds := Compare(run(1, 2, 3, 4), run(5, 6, 7, 8), Options{})
+	if len(ds) != 1 || !math.IsInf(ds[0].Base.Lo, -1) && !math.IsInf(ds[0].Base.Hi, 1) {
+		t.Fatalf("deltas %+v; want an unbounded interval", ds)
+	}
+	var b strings.Builder
+	if err := WriteJSON(&b, &Report{Command: "check", Deltas: ds}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "null") || !strings.Contains(b.String(), `"center": 2.5`) {
+		t.Errorf("JSON:\n%s", b.String())
+	}
+}
+
+// bestSplitCubic is bestSplit as first written, every sum recomputed for
+// every tau: the reference of TestBenchBestSplitIncremental.
+func bestSplitCubic(x []float64, minSize int) (int, float64) {
+	n := len(x)
+	within := func(x []float64) float64 {
+		s := 0.0
+		for i := range x {
+			for j := i + 1; j < len(x); j++ {
+				s += math.Abs(x[i] - x[j])
+			}
+		}
+		n := float64(len(x))
+		return s / (n * (n - 1) / 2)
+	}
+	best, bestQ := -1, math.Inf(-1)
+	for tau := minSize; tau <= n-minSize; tau++ {
+		a, b := x[:tau], x[tau:]
+		m, k := float64(len(a)), float64(len(b))
+		between := 0.0
+		for _, u := range a {
+			for _, v := range b {
+				between += math.Abs(u - v)
+			}
+		}
+		e := 2*between/(m*k) - within(a) - within(b)
+		if q := m * k / (m + k) * e; q > bestQ {
+			best, bestQ = tau, q
+		}
+	}
+	return best, bestQ
+}
+
+// The incremental bestSplit finds the split and Q of the cubic one.
+func TestBenchBestSplitIncremental(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for trial := range 300 {
+		n := 1 + rng.IntN(80)
+		x := make([]float64, n)
+		step := rng.IntN(n)
+		for i := range x {
+			x[i] = 100 * (1 + 0.05*rng.NormFloat64())
+			if i >= step {
+				x[i] *= 1.2
+			}
+		}
+		minSize := 2 + rng.IntN(3)
+		tau, q := bestSplit(x, minSize)
+		wtau, wq := bestSplitCubic(x, minSize)
+		if tau != wtau || (tau >= 0 && math.Abs(q-wq) > 1e-9*math.Abs(wq)+1e-9) {
+			t.Fatalf("trial %d (n %d, min %d): bestSplit %d %g; cubic %d %g", trial, n, minSize, tau, q, wtau, wq)
+		}
+	}
+}

@@ -49,38 +49,52 @@ func ChangePoints(x []float64, alpha float64, perms, minSize int) []int {
 
 // bestSplit returns the tau in [minSize, len(x)-minSize] maximising
 // Q(tau) = m*n/(m+n) * (2/(m*n) Σ|a-b| - 1/C(m,2) Σ|a-a'| - 1/C(n,2) Σ|b-b'|),
-// and Q; tau = -1 when x is too short.
+// and Q; tau = -1 when x is too short. The three sums are kept from one
+// tau to the next (the point x[tau] moves from B to A), so that a call
+// costs O(len(x)²), not O(len(x)³): a history of 500 commits takes the
+// permutation test 200 calls of it.
 func bestSplit(x []float64, minSize int) (int, float64) {
 	n := len(x)
-	best, bestQ := -1, math.Inf(-1)
-	for tau := minSize; tau <= n-minSize; tau++ {
-		a, b := x[:tau], x[tau:]
-		m, k := float64(len(a)), float64(len(b))
-		between := 0.0
-		for _, u := range a {
-			for _, v := range b {
-				between += math.Abs(u - v)
+	if minSize > n-minSize {
+		return -1, math.Inf(-1)
+	}
+	// sa, sb: Σ|.-.| over the pairs within A = x[:tau] and B = x[tau:];
+	// sab: over the pairs across.
+	tau := minSize
+	sa, sb, sab := 0.0, 0.0, 0.0
+	for i := range n {
+		for j := i + 1; j < n; j++ {
+			d := math.Abs(x[i] - x[j])
+			switch {
+			case j < tau:
+				sa += d
+			case i >= tau:
+				sb += d
+			default:
+				sab += d
 			}
 		}
-		e := 2*between/(m*k) - within(a) - within(b)
+	}
+	best, bestQ := -1, math.Inf(-1)
+	for {
+		m, k := float64(tau), float64(n-tau)
+		e := 2*sab/(m*k) - sa/(m*(m-1)/2) - sb/(k*(k-1)/2)
 		if q := m * k / (m + k) * e; q > bestQ {
 			best, bestQ = tau, q
 		}
-	}
-	return best, bestQ
-}
-
-// within is the mean absolute difference over the pairs of x.
-func within(x []float64) float64 {
-	if len(x) < 2 {
-		return 0
-	}
-	s := 0.0
-	for i := range x {
-		for j := i + 1; j < len(x); j++ {
-			s += math.Abs(x[i] - x[j])
+		if tau == n-minSize {
+			return best, bestQ
 		}
+		// x[tau] moves from B to A.
+		v := x[tau]
+		da, db := 0.0, 0.0
+		for _, u := range x[:tau] {
+			da += math.Abs(v - u)
+		}
+		for _, u := range x[tau+1:] {
+			db += math.Abs(v - u)
+		}
+		sa, sb, sab = sa+da, sb-db, sab-da+db
+		tau++
 	}
-	n := float64(len(x))
-	return s / (n * (n - 1) / 2)
 }

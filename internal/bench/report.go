@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -274,4 +275,14 @@ func WriteHistory(w io.Writer, h History) {
 			p.Time.Format("2006-01-02 15:04"), FormatValue(p.Summary.Center, h.Unit), ci(p.Summary), p.Summary.N, change, bar, mark)
 	}
 	tw.Flush()
+}
+
+// LoadHistories returns the Histories of name in unit stored in st,
+// reading only their samples ('wallprof bench history').
+func LoadHistories(ctx context.Context, st Store, name, unit string, alpha float64, perms int) ([]History, error) {
+	runs, err := st.RunsOf(ctx, name, unit)
+	if err != nil {
+		return nil, err
+	}
+	return Histories(runs, name, unit, alpha, perms), nil
 }

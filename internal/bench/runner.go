@@ -79,8 +79,13 @@ func newRun(label, commit string, dirty bool) *Run {
 	return &Run{Commit: commit, Dirty: dirty, Time: time.Now(), Machine: host, Toolchain: runtime.Version(), Label: label}
 }
 
-// RunHere runs 'go test -run ^$ -bench B -benchmem -count N' in dir and
-// returns the run, labelled "run", of the checkout's HEAD.
+// RunHere runs the benchmarks of the packages of cfg in dir, builds their
+// test binaries with 'go test -c' and runs them in cfg.Count rounds, each
+// binary once per round with -test.count 1 (as Interleave does for A/B
+// runs), and returns the run, labelled "run", of the checkout's HEAD. A
+// round runs every benchmark once, so slow changes of the machine (other
+// tenants, heat) spread over all benchmarks evenly, where 'go test -count
+// N' runs each benchmark N times in a row.
 func RunHere(ctx context.Context, dir string, cfg RunConfig) (*Run, error) {
 	_, commit, dirty, err := Git(ctx, dir)
 	if err != nil {
@@ -90,21 +95,23 @@ func RunHere(ctx context.Context, dir string, cfg RunConfig) (*Run, error) {
 	if count <= 0 {
 		count = 10
 	}
-	args := []string{"test", "-run", "^$", "-bench", cfg.bench(), "-benchmem", "-count", fmt.Sprint(count)}
-	if cfg.Benchtime != "" {
-		args = append(args, "-benchtime", cfg.Benchtime)
-	}
-	out, err := command(ctx, dir, "go", append(args, cfg.packages()...)...)
+	tmp, err := os.MkdirTemp("", "wallprof-bench-")
 	if err != nil {
 		return nil, err
 	}
-	res, err := parse(strings.NewReader(out), "go test output", false)
+	defer os.RemoveAll(tmp)
+	co := &Checkout{Dir: dir, Commit: commit, Dirty: dirty}
+	if co.Binaries, err = BuildTests(ctx, dir, tmp, cfg); err != nil {
+		return nil, err
+	}
+	runs, err := Interleave(ctx, []*Checkout{co}, []string{"run"}, cfg, count)
 	if err != nil {
 		return nil, err
 	}
-	run := newRun("run", commit, dirty)
-	run.Results = res
-	return run, nil
+	if len(runs[0].Results) == 0 {
+		return nil, fmt.Errorf("no benchmark matches -bench %s in %s", cfg.bench(), strings.Join(cfg.packages(), " "))
+	}
+	return runs[0], nil
 }
 
 // Binary is a test binary built from one package of one checkout.

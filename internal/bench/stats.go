@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"math"
 
 	"golang.org/x/perf/benchmath"
@@ -29,6 +30,24 @@ type Summary struct {
 	Lo     float64 `json:"lo"`
 	Hi     float64 `json:"hi"`
 	N      int     `json:"n"`
+}
+
+// MarshalJSON writes Lo and Hi as null when they are infinite: a sample
+// too small for a 95% interval (fewer than 6 values) has an unbounded one,
+// and JSON has no infinity.
+func (s Summary) MarshalJSON() ([]byte, error) {
+	bound := func(v float64) *float64 {
+		if math.IsInf(v, 0) || math.IsNaN(v) {
+			return nil
+		}
+		return &v
+	}
+	return json.Marshal(struct {
+		Center float64  `json:"center"`
+		Lo     *float64 `json:"lo"`
+		Hi     *float64 `json:"hi"`
+		N      int      `json:"n"`
+	}{s.Center, bound(s.Lo), bound(s.Hi), s.N})
 }
 
 // Delta is the comparison of one series between a base and a new run.

@@ -21,6 +21,11 @@ type Store interface {
 	Save(ctx context.Context, run *Run) error
 	// Runs returns every run with its results, oldest first.
 	Runs(ctx context.Context) ([]*Run, error)
+	// RunsOf returns every run, oldest first, with only the results of
+	// the benchmark name (matched as Histories matches it, with or
+	// without its Benchmark prefix and -GOMAXPROCS suffix) and only their
+	// values in unit (every unit when ""). It reads only those samples.
+	RunsOf(ctx context.Context, name, unit string) ([]*Run, error)
 	Close() error
 }
 
@@ -60,6 +65,8 @@ var migrations = []string{
 	);
 	CREATE INDEX results_run ON results(run_id);
 	CREATE INDEX samples_result ON samples(result_id);`,
+	// 2: a benchmark's history reads its results without scanning all.
+	`CREATE INDEX results_benchmark ON results(benchmark_id);`,
 }
 
 // pgMigrations are migrations for Postgres: the same schema.
@@ -94,6 +101,7 @@ var pgMigrations = []string{
 	);
 	CREATE INDEX results_run ON results(run_id);
 	CREATE INDEX samples_result ON samples(result_id);`,
+	`CREATE INDEX results_benchmark ON results(benchmark_id);`,
 }
 
 // timeLayout is how runs' times are stored: UTC, fixed width, so that the
@@ -148,7 +156,25 @@ func Open(ctx context.Context, path string, busy time.Duration) (Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
-	dsn := fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)", path, busy.Milliseconds())
+	// Every transaction begins IMMEDIATE: it takes the write lock at
+	// BEGIN, waiting for it up to busy, rather than failing at once when a
+	// read in it must become a write after another process wrote.
+	dsn := fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_txlock=immediate", path, busy.Milliseconds())
+	// SQLite does not always wait for a lock: when waiting could deadlock
+	// (two connections that read want to write), or while another process
+	// turns a new database to WAL, it fails at once with "database is
+	// locked". Opening is tried again until busy has passed.
+	deadline := time.Now().Add(busy)
+	for try := 1; ; try++ {
+		s, err := openSQLite(ctx, path, dsn)
+		if !IsLocked(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			return s, err
+		}
+		time.Sleep(time.Duration(try) * 10 * time.Millisecond)
+	}
+}
+
+func openSQLite(ctx context.Context, path, dsn string) (Store, error) {
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, err
@@ -162,16 +188,22 @@ func Open(ctx context.Context, path string, busy time.Duration) (Store, error) {
 	return s, nil
 }
 
-func (s *sqlStore) version(ctx context.Context) (int, error) {
+// querier is a *sql.DB or a *sql.Tx.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func (s *sqlStore) version(ctx context.Context, q querier) (int, error) {
 	var v int
 	if !s.d.postgres {
-		err := s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
+		err := q.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
 		return v, err
 	}
-	if _, err := s.db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS wallprof_schema (version INTEGER NOT NULL)"); err != nil {
+	if _, err := q.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS wallprof_schema (version INTEGER NOT NULL)"); err != nil {
 		return 0, err
 	}
-	err := s.db.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM wallprof_schema").Scan(&v)
+	err := q.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM wallprof_schema").Scan(&v)
 	return v, err
 }
 
@@ -182,35 +214,87 @@ func (s *sqlStore) setVersion(v int) string {
 	return fmt.Sprintf(";DELETE FROM wallprof_schema; INSERT INTO wallprof_schema VALUES (%d)", v)
 }
 
+// pgMigrationLock is the Postgres advisory lock that migrations hold.
+const pgMigrationLock = 0x77616c6c // "wall"
+
+// migrate takes the database to SchemaVersion. Two processes that open a
+// new database at once (two CI jobs) both find it at version 0: each
+// migration step therefore runs in a transaction that holds the write lock
+// (SQLite's BEGIN IMMEDIATE, the DSN's _txlock; an advisory lock in
+// Postgres) and reads the version again under it, so that the second
+// process finds the first one's work done.
 func (s *sqlStore) migrate(ctx context.Context, path string) error {
-	v, err := s.version(ctx)
+	v, err := s.version(ctx, s.db)
+	if err != nil && s.d.postgres {
+		// Concurrent CREATE TABLE IF NOT EXISTS can fail in Postgres; the
+		// locked transaction below creates it again.
+		v, err = 0, nil
+	}
 	if err != nil {
 		return fmt.Errorf("open %s: %w", path, err)
 	}
 	if v > SchemaVersion {
-		return fmt.Errorf("%s has benchmark schema version %d, newer than the %d this wallprof knows; use a newer wallprof: %w", path, v, SchemaVersion, ErrNewerSchema)
+		return newerSchema(path, v)
 	}
-	for ; v < SchemaVersion; v++ {
-		tx, err := s.db.BeginTx(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("migrate %s: %w", path, err)
-		}
-		_, err = tx.ExecContext(ctx, s.d.migrations[v]+s.setVersion(v+1))
-		if err == nil {
-			err = tx.Commit()
-		} else {
-			tx.Rollback()
-		}
-		if err != nil {
+	for v < SchemaVersion {
+		if err := s.migrateStep(ctx, &v); err != nil {
 			return fmt.Errorf("migrate %s to version %d: %w", path, v+1, err)
+		}
+		if v > SchemaVersion {
+			return newerSchema(path, v)
 		}
 	}
 	return nil
 }
 
+func newerSchema(path string, v int) error {
+	return fmt.Errorf("%s has benchmark schema version %d, newer than the %d this wallprof knows; use a newer wallprof: %w", path, v, SchemaVersion, ErrNewerSchema)
+}
+
+// migrateStep reads the version *v under the write lock and, if it is
+// below SchemaVersion, runs its migration; *v is the version after it.
+func (s *sqlStore) migrateStep(ctx context.Context, v *int) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if s.d.postgres {
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", pgMigrationLock)); err != nil {
+			return err
+		}
+	}
+	if *v, err = s.version(ctx, tx); err != nil || *v >= SchemaVersion {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, s.d.migrations[*v]+s.setVersion(*v+1)); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	*v++
+	return nil
+}
+
 func (s *sqlStore) Close() error { return s.db.Close() }
 
+// saveTries is how many times Save tries a transaction that failed on a
+// locked database (each waits up to the busy timeout).
+const saveTries = 3
+
 func (s *sqlStore) Save(ctx context.Context, run *Run) error {
+	var err error
+	for try := 1; ; try++ {
+		err = s.save(ctx, run)
+		if !IsLocked(err) || try == saveTries || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(time.Duration(try) * 50 * time.Millisecond)
+	}
+}
+
+func (s *sqlStore) save(ctx context.Context, run *Run) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -258,6 +342,25 @@ func (s *sqlStore) Save(ctx context.Context, run *Run) error {
 }
 
 func (s *sqlStore) Runs(ctx context.Context) ([]*Run, error) {
+	return s.runs(ctx, "", nil)
+}
+
+func (s *sqlStore) RunsOf(ctx context.Context, name, unit string) ([]*Run, error) {
+	like := func(n string) string {
+		return strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(n) + "-%"
+	}
+	where := `WHERE (b.name = ? OR b.name LIKE ? ESCAPE '\' OR b.name LIKE ? ESCAPE '\')`
+	args := []any{name, like(name), like(strings.TrimPrefix(name, "Benchmark"))}
+	if unit != "" {
+		where += " AND s.unit = ?"
+		args = append(args, unit)
+	}
+	return s.runs(ctx, where, args)
+}
+
+// runs returns every run, with the results and samples that where (a
+// condition on b, r and s) selects.
+func (s *sqlStore) runs(ctx context.Context, where string, args []any) ([]*Run, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, commit_hash, dirty, time, machine, toolchain, label FROM runs ORDER BY time, id`)
 	if err != nil {
 		return nil, err
@@ -279,9 +382,9 @@ func (s *sqlStore) Runs(ctx context.Context) ([]*Run, error) {
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	rows, err = s.db.QueryContext(ctx, `SELECT r.id, r.run_id, b.pkg, b.name, r.iters, r.config, s.unit, s.value
+	rows, err = s.db.QueryContext(ctx, s.d.q(`SELECT r.id, r.run_id, b.pkg, b.name, r.iters, r.config, s.unit, s.value
 		FROM results r JOIN benchmarks b ON b.id = r.benchmark_id JOIN samples s ON s.result_id = r.id
-		ORDER BY r.id, `+s.d.sampleOrder)
+		`+where+` ORDER BY r.id, `+s.d.sampleOrder), args...)
 	if err != nil {
 		return nil, err
 	}

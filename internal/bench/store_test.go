@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -41,6 +42,42 @@ func testStore(t *testing.T, open func(t *testing.T) Store) {
 	if r := runs[0].Results[1]; r.Iters != 8 || r.Config["goos"] != "linux" {
 		t.Errorf("second result %+v", r)
 	}
+
+	// RunsOf reads one benchmark, as history names it, in one unit.
+	other := &Run{Commit: "c3", Time: time.Unix(200, 0), Label: "run", Results: []Result{
+		{Pkg: "p", Name: "B-2", Iters: 1, Values: []Value{{9, "sec/op"}}},
+		{Pkg: "p", Name: "A_x-2", Iters: 1, Values: []Value{{9, "sec/op"}}},
+		{Pkg: "p", Name: "A-2", Iters: 1, Values: []Value{{4, "sec/op"}, {5, "B/op"}}},
+	}}
+	if err := st.Save(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"A", "BenchmarkA", "A-2"} {
+		runs, err := st.RunsOf(ctx, name, "sec/op")
+		if err != nil || len(runs) != 3 {
+			t.Fatalf("RunsOf(%s): %d runs, %v", name, len(runs), err)
+		}
+		var got []float64
+		for _, r := range runs {
+			for _, res := range r.Results {
+				if res.Name != "A-2" {
+					t.Errorf("RunsOf(%s) read %s", name, res.Name)
+				}
+				for _, v := range res.Values {
+					if v.Unit != "sec/op" {
+						t.Errorf("RunsOf(%s) read unit %s", name, v.Unit)
+					}
+					got = append(got, v.Value)
+				}
+			}
+		}
+		if fmt.Sprint(got) != "[1 1.5 1 1.5 4]" {
+			t.Errorf("RunsOf(%s) values %v", name, got)
+		}
+	}
+	if runs, err := st.RunsOf(ctx, "A", ""); err != nil || len(runs[2].Results) != 1 || len(runs[2].Results[0].Values) != 2 {
+		t.Errorf("RunsOf every unit: %v", err)
+	}
 }
 
 func TestBenchStoreSQLiteConformance(t *testing.T) {
@@ -51,4 +88,36 @@ func TestBenchStoreSQLiteConformance(t *testing.T) {
 		}
 		return st
 	})
+}
+
+// A database of schema version 1 is migrated: it keeps its runs and gains
+// the index of version 2.
+func TestBenchStoreMigrateV1(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v1.db")
+	st, err := Open(ctx, path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := st.(*sqlStore).db
+	if err := st.Save(ctx, &Run{Commit: "c1", Time: time.Unix(1, 0), Results: []Result{{Pkg: "p", Name: "A-2", Iters: 1, Values: []Value{{1, "sec/op"}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("DROP INDEX results_benchmark; PRAGMA user_version = 1"); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	st, err = Open(ctx, path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var v, idx int
+	db = st.(*sqlStore).db
+	db.QueryRow("PRAGMA user_version").Scan(&v)
+	db.QueryRow("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'results_benchmark'").Scan(&idx)
+	runs, err := st.RunsOf(ctx, "A", "")
+	if v != SchemaVersion || idx != 1 || err != nil || len(runs) != 1 || len(runs[0].Results) != 1 {
+		t.Errorf("after migrating: version %d, index %d, %d runs, %v", v, idx, len(runs), err)
+	}
 }
