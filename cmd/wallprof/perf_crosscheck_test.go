@@ -49,6 +49,9 @@ func cpuShares(p *profile.Profile, pid int) (flat, cum map[string]float64) {
 		for i, l := range s.Stack {
 			for j, f := range l.Frames {
 				name := canonicalName(f.Function)
+				if beyondFramePointers[name] {
+					continue
+				}
 				if i == 0 && j == 0 {
 					flat[name] += v
 				}
@@ -72,6 +75,11 @@ func cpuShares(p *profile.Profile, pid int) (flat, cum map[string]float64) {
 // clock_gettime by its versioned dynamic symbol (clock_gettime@@GLIBC_2.17)
 // and the vDSO's by __vdso_clock_gettime, wallprof by the internal alias
 // __GI___clock_gettime and by clock_gettime.
+// beyondFramePointers are the outermost frames of a thread that wallprof
+// reaches with glibc's .eh_frame and perf -g, walking frame pointers, does
+// not: they are left out of the comparison.
+var beyondFramePointers = map[string]bool{"clone3": true, "clone": true}
+
 func canonicalName(fn string) string {
 	if i := strings.Index(fn, "@"); i > 0 {
 		fn = fn[:i]
