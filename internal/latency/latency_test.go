@@ -2,12 +2,13 @@ package latency
 
 import (
 	"errors"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wallprof/wallprof/internal/groundtruth"
 )
 
 // Every duration falls in the bucket whose range holds it, buckets are
@@ -84,15 +85,12 @@ func TestLatencyFindRetsAndStackCheck(t *testing.T) {
 // Resolve finds main.handle in the ground-truth program, stripped or not,
 // and refuses a missing and an inlined-everywhere function in one sentence.
 func TestLatencyResolve(t *testing.T) {
+	dir, err := filepath.Abs(filepath.Join("testdata", "target"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, strip := range []bool{false, true} {
-		bin := filepath.Join(t.TempDir(), "target")
-		args := []string{"build", "-o", bin}
-		if strip {
-			args = append(args, "-ldflags=-s -w")
-		}
-		if out, err := exec.Command("go", append(args, "./testdata/target")...).CombinedOutput(); err != nil {
-			t.Fatalf("go build: %v\n%s", err, out)
-		}
+		bin := groundtruth.BuildGo(t, dir, strip, "")
 		b, err := Resolve(bin, 0, []string{"main.handle", "main.trivial"})
 		if err != nil {
 			t.Fatal(err)
