@@ -39,6 +39,14 @@ A native function is named lib:symbol (libc.so.6:getaddrinfo, libc:malloc,
 gets a uprobe and a uretprobe and is timed per thread, the outermost call
 of a recursion only.
 
+Each call's duration is split into running (on a CPU), runnable (waiting
+for one) and blocked, from its thread's counters at entry and return,
+per histogram bucket and in all: exact for native functions, Go calls
+that do not park, and goroutines locked to their thread; a Go call that
+returns on another thread is not split (counted as moved), and one that
+parks and resumes on the same thread counts the goroutines that thread
+ran meanwhile as its own (see doc/latency-split.md).
+
 Each probe hit costs the calling goroutine about 15 µs (measured on a
 2-vCPU VM; see BENCHMARKS.md): measure functions that take much longer,
 or are called less than ~1,000 times a second. The cost is printed at the end.
@@ -143,6 +151,9 @@ func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	for _, r := range rep.Functions {
 		if r.Count == 0 && r.Unmatched == 0 {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: no call began after the probes were attached and returned before they were removed; calls already running when they were attached (a keep-alive connection's serve loop, a worker's main loop) are not timed", r.Name))
+		}
+		if sp := r.Split; sp != nil && sp.Moved > 0 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: %d of %d calls returned on another thread than they entered on (the goroutine parked or was moved) and are not split into running, runnable and blocked; the split of calls that parked and resumed on the same thread may include other goroutines that thread ran meanwhile", r.Name, sp.Moved, r.Count))
 		}
 		if r.Unmatched > 0 {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: %d returns had no entry: calls already running when the probes were attached, or entries lost when more than %d calls were open at once", r.Name, r.Unmatched, latency.MaxOpenCalls))
