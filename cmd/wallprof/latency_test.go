@@ -267,6 +267,15 @@ func TestLatencyNative(t *testing.T) {
 	if fn.Count != truth.Count || fn.Unmatched != 0 {
 		t.Errorf("counted %d calls (%d unmatched returns), the program made %d", fn.Count, fn.Unmatched, truth.Count)
 	}
+	// A native call stays on its thread: every call is split, and usleep
+	// hardly runs.
+	if sp := fn.Split; sp == nil || sp.Calls != fn.Count || sp.Moved != 0 {
+		t.Errorf("split %+v of %d calls; want every call split", sp, fn.Count)
+	} else if run, runq, blocked := sp.Shares(); run > 0.05 || blocked < 0.5 {
+		t.Errorf("usleep: running %.1f%%, runnable %.1f%%, blocked %.1f%%; want mostly blocked", 100*run, 100*runq, 100*blocked)
+	} else {
+		t.Logf("usleep: running %.1f%%, runnable %.1f%%, blocked %.1f%%", 100*run, 100*runq, 100*blocked)
+	}
 	for _, c := range [][2]int64{{fn.P50Ns, truth.P50Ns}, {fn.P90Ns, truth.P90Ns}, {fn.P99Ns, truth.P99Ns}} {
 		if math.Abs(float64(c[0]-c[1])) > 0.02*float64(c[1]) {
 			t.Errorf("wallprof %v, the program %v: more than 2%% apart", time.Duration(c[0]), time.Duration(c[1]))
