@@ -42,10 +42,11 @@ of a recursion only.
 Each call's duration is split into running (on a CPU), runnable (waiting
 for one) and blocked, from its thread's counters at entry and return,
 per histogram bucket and in all: exact for native functions, Go calls
-that do not park, and goroutines locked to their thread; a Go call that
-returns on another thread is not split (counted as moved), and one that
-parks and resumes on the same thread counts the goroutines that thread
-ran meanwhile as its own (see doc/latency-split.md).
+whose goroutine runs throughout, and goroutines locked to their thread; a
+Go call that returns on another thread is not split (counted as moved),
+and one that parks and resumes on the same thread (counted as parked)
+may count other goroutines that thread ran meanwhile as its own (see
+doc/latency-split.md).
 
 Each probe hit costs the calling goroutine about 15 µs (measured on a
 2-vCPU VM; see BENCHMARKS.md): measure functions that take much longer,
@@ -153,7 +154,14 @@ func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: no call began after the probes were attached and returned before they were removed; calls already running when they were attached (a keep-alive connection's serve loop, a worker's main loop) are not timed", r.Name))
 		}
 		if sp := r.Split; sp != nil && sp.Moved > 0 {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: %d of %d calls returned on another thread than they entered on (the goroutine parked or was moved) and are not split into running, runnable and blocked; the split of calls that parked and resumed on the same thread may include other goroutines that thread ran meanwhile", r.Name, sp.Moved, r.Count))
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: %d of %d calls returned on another thread than they entered on (the goroutine parked or was moved) and are not split into running, runnable and blocked", r.Name, sp.Moved, r.Count))
+		}
+		if sp := r.Split; sp != nil && sp.Parked > 0 {
+			if sp.SeqKnown {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%s: %d of the %d calls split stopped running on the way (parked or preempted) and came back on the same thread: unless the goroutine is locked to it, the thread may have run other goroutines meanwhile, whose time is counted as the call's", r.Name, sp.Parked, sp.Calls))
+			} else {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%s: for this Go version wallprof cannot tell whether a call's goroutine stopped running on the way: the split may include other goroutines that its thread ran meanwhile", r.Name))
+			}
 		}
 		if r.Unmatched > 0 {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: %d returns had no entry: calls already running when the probes were attached, or entries lost when more than %d calls were open at once", r.Name, r.Unmatched, latency.MaxOpenCalls))

@@ -137,6 +137,11 @@ func TestLatencyCaddy(t *testing.T) {
 	if f.Unmatched != 0 || f.ReadErrors != 0 || f.Abandoned != 0 {
 		t.Errorf("unmatched %d, read errors %d, abandoned %d; want none", f.Unmatched, f.ReadErrors, f.Abandoned)
 	}
+	if sp := f.Split; sp != nil {
+		run, runq, blocked := sp.Shares()
+		t.Logf("split: %d calls on their own thread (%d of them parked on the way, parked known %v), %d moved; running %.1f%% runnable %.1f%% blocked %.1f%%",
+			sp.Calls, sp.Parked, sp.SeqKnown, sp.Moved, 100*run, 100*runq, 100*blocked)
+	}
 	var inBuckets uint64
 	for _, b := range f.Buckets {
 		inBuckets += b.Count

@@ -116,6 +116,10 @@ func TestLatencySplit(t *testing.T) {
 			if fn.Count != truth.Count || sp.Calls != truth.Count || sp.Moved != 0 {
 				t.Errorf("%d calls counted, %d split, %d moved; the program made %d on locked threads: want all split", fn.Count, sp.Calls, sp.Moved, truth.Count)
 			}
+			// Every call sleeps: its goroutine stops running on the way.
+			if !sp.SeqKnown || sp.Parked != sp.Calls || sp.Exact.Calls != 0 {
+				t.Errorf("parked known %v, %d of %d split calls parked, %d ran throughout; want all parked", sp.SeqKnown, sp.Parked, sp.Calls, sp.Exact.Calls)
+			}
 			for _, c := range []struct {
 				name      string
 				got, want float64
@@ -141,9 +145,50 @@ func TestLatencySplit(t *testing.T) {
 	}
 }
 
+// Calls that only compute, on locked threads (main.work -nonap): most run
+// throughout (the rest were preempted), and those are split with no
+// blocked time; the CPU time of all the calls is the program's within 2%.
+// (The shares are not compared with the program's: with four threads
+// spinning on two shared CPUs, the program's own brackets, wider than the
+// probes', catch waits for a CPU that fall just outside the probes: in one
+// run 2.8 s of its 7.2 s of run queue wait, over 1,500 calls. Why so many
+// waits fall there was not established; a guess is the probes' traps,
+// where a thread whose time slice ran out is switched out on its way back
+// to user space.)
+func TestLatencySplitCompute(t *testing.T) {
+	requireRecording(t)
+	bin := latencyTarget(t, true, "")
+	out := filepath.Join(t.TempDir(), "truth.json")
+	target := startTarget(t, bin, "-split", "-nonap", "-calls", "1500", "-goroutines", "4", "-out", out)
+	rep, _ := runLatencyOn(t, target, "main.work")
+	var truth splitTruth
+	readJSON(t, out, &truth)
+	sp := rep.Functions[0].Split
+	if sp == nil {
+		t.Fatal("no split")
+	}
+	e := sp.Exact
+	w := float64(truth.WallNs)
+	t.Logf("%d calls split, %d parked (preempted), %d ran throughout: running %.1f%% runnable %.1f%% blocked %.1f%%; program (all calls): running %.1f%% runnable %.1f%% blocked %.1f%%",
+		sp.Calls, sp.Parked, e.Calls, 100*float64(e.RunningNs)/float64(e.WallNs), 100*float64(e.RunnableNs)/float64(e.WallNs), 100*float64(e.BlockedNs)/float64(e.WallNs),
+		100*float64(truth.RunningNs)/w, 100*float64(truth.RunnableNs)/w, 100*float64(truth.BlockedNs)/w)
+	run, runq, blocked := sp.Shares()
+	t.Logf("all %d split calls: running %.1f%% runnable %.1f%% blocked %.1f%%; wallprof running %v runnable %v wall %v, program running %v runnable %v wall %v", sp.Calls, 100*run, 100*runq, 100*blocked, time.Duration(sp.RunningNs), time.Duration(sp.RunnableNs), time.Duration(sp.WallNs), time.Duration(truth.RunningNs), time.Duration(truth.RunnableNs), time.Duration(truth.WallNs))
+	if sp.Calls != truth.Count || e.Calls < truth.Count/2 || e.WallNs <= 0 {
+		t.Fatalf("%d calls split, %d of them ran throughout; the program made %d", sp.Calls, e.Calls, truth.Count)
+	}
+	if b := float64(e.BlockedNs) / float64(e.WallNs); b > 0.02 {
+		t.Errorf("calls that only compute were blocked %.1f%% of the time", 100*b)
+	}
+	if math.Abs(float64(sp.RunningNs-truth.RunningNs)) > 0.02*float64(truth.RunningNs) {
+		t.Errorf("running: wallprof %v, the program %v: more than 2%% apart", time.Duration(sp.RunningNs), time.Duration(truth.RunningNs))
+	}
+}
+
 // Goroutines that park in the call (main.handle sleeps, unlocked) mostly
-// return on another thread: those calls are counted as moved, not split,
-// and split + moved is every call timed.
+// return on another thread: those calls are counted as moved, not split;
+// split + moved is every call timed, and every split call is known to
+// have parked.
 func TestLatencySplitMoved(t *testing.T) {
 	requireRecording(t)
 	bin := latencyTarget(t, false, "")
@@ -154,8 +199,12 @@ func TestLatencySplitMoved(t *testing.T) {
 	if fn.Split == nil {
 		t.Fatal("no split in the report")
 	}
-	t.Logf("%d calls: %d split, %d moved", fn.Count, fn.Split.Calls, fn.Split.Moved)
-	if fn.Split.Calls+fn.Split.Moved != fn.Count || fn.Split.Moved == 0 {
-		t.Errorf("%d calls: %d split + %d moved; want the sum, and some moved", fn.Count, fn.Split.Calls, fn.Split.Moved)
+	sp := fn.Split
+	t.Logf("%d calls: %d split (%d parked), %d moved", fn.Count, sp.Calls, sp.Parked, sp.Moved)
+	if sp.Calls+sp.Moved != fn.Count || sp.Moved == 0 {
+		t.Errorf("%d calls: %d split + %d moved; want the sum, and some moved", fn.Count, sp.Calls, sp.Moved)
+	}
+	if sp.Parked != sp.Calls || sp.Exact.Calls != 0 {
+		t.Errorf("%d split calls, %d parked, %d ran throughout; every call sleeps", sp.Calls, sp.Parked, sp.Exact.Calls)
 	}
 }

@@ -1,13 +1,16 @@
 package latency
 
 import (
+	"debug/elf"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/wallprof/wallprof/internal/goruntime/rtlayout"
 	"github.com/wallprof/wallprof/internal/groundtruth"
 )
 
@@ -110,6 +113,40 @@ func TestLatencyResolve(t *testing.T) {
 			_, err := Resolve(bin, 0, []string{fn})
 			if !errors.Is(err, ErrRefused) || !strings.HasSuffix(err.Error(), ": "+want) {
 				t.Errorf("stripped=%v: Resolve(%s) = %v; want ErrRefused saying %q", strip, fn, err, want)
+			}
+		}
+	}
+}
+
+// The table of g.trackingSeq's offsets agrees with the DWARF of the
+// target built by the installed Go and by Go 1.22, and a stripped build
+// gets the table's value.
+func TestLatencyTrackingSeqTable(t *testing.T) {
+	dir, err := filepath.Abs(filepath.Join("testdata", "target"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []string{"", "go1.22.12"} {
+		for _, strip := range []bool{false, true} {
+			bin := groundtruth.BuildGo(t, dir, strip, tc)
+			f, err := os.Open(bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ef, err := elf.NewFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ver, err := rtlayout.GoVersion(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dw, fromDWARF := trackingSeqFromDWARF(ef)
+			table, inTable := trackingSeqOffsets[rtlayout.Minor(ver)]
+			got := TrackingSeqOffset(ef, ver)
+			f.Close()
+			if !inTable || got != table || fromDWARF == strip || (fromDWARF && dw != table) {
+				t.Errorf("%s stripped=%v: DWARF %d (%v), table %d (%v), TrackingSeqOffset %d", ver, strip, dw, fromDWARF, table, inTable, got)
 			}
 		}
 	}

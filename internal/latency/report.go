@@ -60,18 +60,33 @@ type FuncReport struct {
 // SplitReport is where the time of a function's calls went, on the thread
 // that made each call: running (on a CPU), runnable (waiting for one) and
 // blocked (the rest of the call's duration). Only calls that returned on
-// the thread they entered on are split: exact for native functions, Go
-// calls that do not park and goroutines locked to their thread; a Go call
-// that parked and resumed on the same thread after it ran other goroutines
-// counts their time as its own (doc/latency-split.md).
+// the thread they entered on are split. Of those, the calls whose
+// goroutine ran throughout (and native calls) are exact, and their split
+// is also in Exact; Parked counts the others: their goroutine stopped
+// running during the call (parked or was preempted; before Go 1.26 a
+// system call counts too), and their thread may have run other goroutines
+// meanwhile, whose time then counts as the call's, unless the goroutine is
+// locked to its thread (doc/latency-split.md).
 type SplitReport struct {
 	Calls      uint64        `json:"calls"`
 	Moved      uint64        `json:"moved"`
+	Parked     uint64        `json:"parked"`
+	SeqKnown   bool          `json:"parked_known"`
 	WallNs     int64         `json:"wall_ns"`
 	RunningNs  int64         `json:"running_ns"`
 	RunnableNs int64         `json:"runnable_ns"`
 	BlockedNs  int64         `json:"blocked_ns"`
 	Buckets    []SplitBucket `json:"buckets"`
+	Exact      SplitTotals   `json:"exact"`
+}
+
+// SplitTotals is the split of some calls, in all.
+type SplitTotals struct {
+	Calls      uint64 `json:"calls"`
+	WallNs     int64  `json:"wall_ns"`
+	RunningNs  int64  `json:"running_ns"`
+	RunnableNs int64  `json:"runnable_ns"`
+	BlockedNs  int64  `json:"blocked_ns"`
 }
 
 // SplitBucket is the split of the calls that took [lo_ns, hi_ns).
@@ -94,8 +109,22 @@ func (s *SplitReport) Shares() (running, runnable, blocked float64) {
 }
 
 func splitReport(s Snapshot) *SplitReport {
-	r := &SplitReport{Moved: s.Counters.Moved, Buckets: []SplitBucket{}}
-	for k, b := range s.Splits {
+	r := &SplitReport{Moved: s.Counters.Moved, SeqKnown: s.SeqKnown, Buckets: []SplitBucket{}}
+	for _, b := range s.Splits[0] {
+		r.Exact.Calls += b.Calls
+		r.Exact.WallNs += int64(b.Wall)
+		r.Exact.RunningNs += int64(b.Running)
+		r.Exact.RunnableNs += int64(b.Runnable)
+		r.Exact.BlockedNs += int64(max(b.Wall-b.Running-b.Runnable, 0))
+	}
+	for k := range NLog2 {
+		b := s.Splits[0][k]
+		p := s.Splits[1][k]
+		r.Parked += p.Calls
+		b.Calls += p.Calls
+		b.Wall += p.Wall
+		b.Running += p.Running
+		b.Runnable += p.Runnable
 		if b.Calls == 0 {
 			continue
 		}
@@ -206,10 +235,19 @@ func WriteText(w io.Writer, r FuncReport) {
 	}
 	if s := r.Split; s != nil {
 		fmt.Fprintf(w, "  where the time went: %s of %d calls on their own thread", shares(s.RunningNs, s.RunnableNs, s.BlockedNs), s.Calls)
+		switch {
+		case !s.SeqKnown:
+			fmt.Fprintf(w, " (whether their goroutine stopped running on the way is not known for this Go version)")
+		case s.Parked > 0:
+			fmt.Fprintf(w, " (%d of which stopped running on the way: exact only if locked to their thread)", s.Parked)
+		}
 		if s.Moved > 0 {
 			fmt.Fprintf(w, "; %d calls moved to another thread, not split", s.Moved)
 		}
 		fmt.Fprintln(w)
+		if e := s.Exact; s.Parked > 0 && e.Calls > 0 {
+			fmt.Fprintf(w, "  of the %d calls that ran throughout: %s\n", e.Calls, shares(e.RunningNs, e.RunnableNs, e.BlockedNs))
+		}
 	}
 }
 

@@ -48,7 +48,16 @@ type Snapshot struct {
 	Func     string
 	Counters Counters
 	Hist     Hist
-	Splits   [NLog2]Split // by the calls' duration, log2 buckets
+	// Splits[kind][k] is the split of the calls that took [2^k, 2^(k+1))
+	// ns: kind 0 the calls whose goroutine ran throughout (or native
+	// calls: exact), kind 1 those whose goroutine stopped running on the
+	// way (parked, preempted; before Go 1.26 also a system call) and came
+	// back on the same thread, which may have run other goroutines
+	// meanwhile, or all Go calls when g.trackingSeq's offset is not known.
+	Splits [2][NLog2]Split
+	// SeqKnown is false for a Go function when the offset of g.trackingSeq
+	// is not known: kind 1 then holds every call split.
+	SeqKnown bool
 }
 
 // Session is the probes on one process.
@@ -79,6 +88,9 @@ func Start(bin *Binary, exe string, pid int) (*Session, error) {
 		return nil, err
 	}
 	if err := spec.Variables["target_tgid"].Set(uint32(pid)); err != nil {
+		return nil, err
+	}
+	if err := spec.Variables["seq_off"].Set(bin.SeqOff); err != nil {
 		return nil, err
 	}
 	s := &Session{bin: bin}
@@ -178,13 +190,16 @@ func (s *Session) Snapshot() ([]Snapshot, error) {
 			c.Hits += p.Entries + p.Rets
 			c.Moved += p.Moved
 		}
-		for k := range NLog2 {
-			var sp bpf.LatencySplit
-			if err := s.objs.Splits.Lookup(uint32(i*NLog2+k), &sp); err != nil {
-				return nil, fmt.Errorf("read the split: %w", err)
+		out[i].SeqKnown = fn.Lib != "" || s.bin.SeqOff != 0
+		for kind := range 2 {
+			for k := range NLog2 {
+				var sp bpf.LatencySplit
+				if err := s.objs.Splits.Lookup(uint32((i*2+kind)*NLog2+k), &sp); err != nil {
+					return nil, fmt.Errorf("read the split: %w", err)
+				}
+				out[i].Splits[kind][k] = Split{Calls: sp.Calls, Wall: time.Duration(sp.WallNs),
+					Running: time.Duration(sp.RunningNs), Runnable: time.Duration(sp.RunnableNs)}
 			}
-			out[i].Splits[k] = Split{Calls: sp.Calls, Wall: time.Duration(sp.WallNs),
-				Running: time.Duration(sp.RunningNs), Runnable: time.Duration(sp.RunnableNs)}
 		}
 	}
 	// The histogram map is memory-mapped: one read, no system call per

@@ -38,7 +38,8 @@ type LatencyGentry struct {
 	Run0    uint64
 	Runq0   uint64
 	Tid     uint32
-	Pad2    uint32
+	Seq     uint8
+	Pad2    [3]uint8
 }
 
 type LatencyGkey struct {
@@ -94,6 +95,7 @@ const (
 	LatencyProgNatEntry  = "nat_entry"
 	LatencyProgNatRet    = "nat_ret"
 	LatencyVarGoidOff    = "goid_off"
+	LatencyVarSeqOff     = "seq_off"
 	LatencyVarStackHiOff = "stack_hi_off"
 	LatencyVarTargetTgid = "target_tgid"
 )
@@ -164,6 +166,7 @@ type LatencyMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type LatencyVariableSpecs struct {
 	GoidOff    *ebpf.VariableSpec `ebpf:"goid_off"`
+	SeqOff     *ebpf.VariableSpec `ebpf:"seq_off"`
 	StackHiOff *ebpf.VariableSpec `ebpf:"stack_hi_off"`
 	TargetTgid *ebpf.VariableSpec `ebpf:"target_tgid"`
 }
@@ -212,6 +215,7 @@ func (m *LatencyMaps) Close() error {
 // It can be passed to LoadLatencyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type LatencyVariables struct {
 	GoidOff    *ebpf.Variable `ebpf:"goid_off"`
+	SeqOff     *ebpf.Variable `ebpf:"seq_off"`
 	StackHiOff *ebpf.Variable `ebpf:"stack_hi_off"`
 	TargetTgid *ebpf.Variable `ebpf:"target_tgid"`
 }

@@ -33,7 +33,11 @@
  * (task->sched_info.run_delay); a call that returns on the thread it
  * entered on gets the differences as its running and runnable time, and
  * wall - both as blocked. A Go call that returns on another thread is
- * counted as moved, not split.
+ * counted as moved, not split. g.trackingSeq, which the runtime increments
+ * each time the goroutine stops running (parks, is preempted; before Go
+ * 1.26 also enters a system call), tells the calls that ran throughout
+ * (kind 0: exact) from those that stopped on the way and may have shared
+ * their thread with other goroutines (kind 1).
  */
 #include <linux/bpf.h>
 #include <asm/ptrace.h>
@@ -43,6 +47,7 @@
 
 typedef __u32 u32;
 typedef __u64 u64;
+typedef __u8 u8;
 
 #define MAX_FUNCS 8
 #define SUB_BITS 6
@@ -54,6 +59,7 @@ typedef __u64 u64;
 volatile const u32 goid_off;     /* offset of g.goid */
 volatile const u32 stack_hi_off; /* offset of g.stack.hi */
 volatile const u32 target_tgid;  /* the process measured (for lat_switch) */
+volatile const u32 seq_off;      /* offset of g.trackingSeq (u8), 0 if unknown */
 
 /* The kernel's types, as much as is read of them (CO-RE relocates). */
 struct sched_info {
@@ -81,7 +87,8 @@ struct gentry {
 	u64 run0;     /* the thread's time on a CPU at the entry */
 	u64 runq0;    /* the thread's run queue wait at the entry */
 	u32 tid;      /* the thread of the entry */
-	u32 pad2;
+	u8 seq;       /* g.trackingSeq at the entry */
+	u8 pad2[3];
 };
 
 /* Per function, per CPU; user space sums (and takes the max of) the CPUs. */
@@ -136,8 +143,10 @@ struct {
 	__type(value, struct tcpu);
 } threads SEC(".maps");
 
-/* The split, per function and log2 bucket of the call's duration (bucket
- * k holds [2^k, 2^(k+1)) ns). */
+/* The split, per function, kind (0: the call ran throughout, or is native;
+ * 1: the goroutine stopped running during the call, or it is not known)
+ * and log2 bucket of the call's duration (bucket k holds [2^k, 2^(k+1))
+ * ns): index (fn * 2 + kind) * NLOG2 + bucket. */
 #define NLOG2 64
 struct split {
 	u64 calls;
@@ -148,7 +157,7 @@ struct split {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, MAX_FUNCS * NLOG2);
+	__uint(max_entries, MAX_FUNCS * 2 * NLOG2);
 	__type(key, u32);
 	__type(value, struct split);
 } splits SEC(".maps");
@@ -185,7 +194,7 @@ static __always_inline u32 log2_bucket(u64 d)
 	return k;
 }
 
-static __always_inline void record_split(struct fstat *st, u32 fn, u64 d, u32 tid0, u64 run0, u64 runq0, u64 now)
+static __always_inline void record_split(struct fstat *st, u32 fn, u32 kind, u64 d, u32 tid0, u64 run0, u64 runq0, u64 now)
 {
 	u32 tid;
 	u64 run, runq;
@@ -195,7 +204,7 @@ static __always_inline void record_split(struct fstat *st, u32 fn, u64 d, u32 ti
 		return;
 	}
 	u64 r = run - run0, q = runq - runq0;
-	u32 idx = fn * NLOG2 + log2_bucket(d);
+	u32 idx = (fn * 2 + kind) * NLOG2 + log2_bucket(d);
 	struct split *sp = bpf_map_lookup_elem(&splits, &idx);
 	if (!sp)
 		return;
@@ -310,6 +319,8 @@ int lat_entry(struct pt_regs *ctx)
 	}
 	n.start = bpf_ktime_get_ns();
 	thread_times(n.start, &n.tid, &n.run0, &n.runq0);
+	if (seq_off)
+		bpf_probe_read_user(&n.seq, sizeof(n.seq), (void *)(k.g + seq_off));
 	bpf_map_update_elem(&calls, &k, &n, BPF_ANY);
 	return 0;
 }
@@ -340,9 +351,13 @@ int lat_ret(struct pt_regs *ctx)
 	u64 d = now - e->start;
 	u32 tid0 = e->tid;
 	u64 run0 = e->run0, runq0 = e->runq0;
+	u8 seq0 = e->seq, seq = 0;
 	bpf_map_delete_elem(&calls, &k);
 	record_call(st, fn, d);
-	record_split(st, fn, d, tid0, run0, runq0, now);
+	u32 kind = 1;
+	if (seq_off && !bpf_probe_read_user(&seq, sizeof(seq), (void *)(k.g + seq_off)) && seq == seq0)
+		kind = 0;
+	record_split(st, fn, kind, d, tid0, run0, runq0, now);
 	return 0;
 }
 
@@ -418,7 +433,7 @@ int nat_ret(struct pt_regs *ctx)
 	u64 run0 = e->run0, runq0 = e->runq0;
 	bpf_map_delete_elem(&ncalls, &k);
 	record_call(st, fn, d);
-	record_split(st, fn, d, tid0, run0, runq0, now);
+	record_split(st, fn, 0, d, tid0, run0, runq0, now);
 	return 0;
 }
 

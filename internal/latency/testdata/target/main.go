@@ -118,6 +118,7 @@ func main() {
 	bench := flag.Int("bench", 0, "call main.trivial this many times in a tight loop instead, and report ns per call")
 	nowait := flag.Bool("nowait", false, "start without waiting for SIGUSR1")
 	split := flag.Bool("split", false, "call main.work on goroutines locked to their threads instead, and write where its time went")
+	flag.BoolVar(&noNap, "nonap", false, "with -split: main.work only spins")
 	flag.Parse()
 	if !*nowait {
 		c := make(chan os.Signal, 1)
@@ -200,6 +201,9 @@ var (
 	naps  = []time.Duration{1, 1, 2, 4}
 )
 
+// noNap makes main.work only spin (-nonap).
+var noNap bool
+
 // work spins for 1 to 4 ms and then sleeps for 1 to 4 ms.
 //
 //go:noinline
@@ -209,7 +213,9 @@ func work(i int) int {
 	for time.Now().Before(end) {
 		x++
 	}
-	time.Sleep(naps[(i/3)%len(naps)] * time.Millisecond)
+	if !noNap {
+		time.Sleep(naps[(i/3)%len(naps)] * time.Millisecond)
+	}
 	return x
 }
 
@@ -259,11 +265,13 @@ func runSplit(calls, gs int) truth {
 				if i >= calls {
 					break
 				}
-				cpu0, rd0 := threadCPU(), runDelay()
+				// The wall clock brackets the counters' reads, so that
+				// a wait for a CPU around a read is inside both.
 				start := time.Now()
+				cpu0, rd0 := threadCPU(), runDelay()
 				work(i)
-				d := time.Since(start)
 				cpu, rd := threadCPU()-cpu0, runDelay()-rd0
+				d := time.Since(start)
 				wall += d
 				running += cpu
 				runnable += rd
