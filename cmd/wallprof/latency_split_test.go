@@ -151,10 +151,9 @@ func TestLatencySplit(t *testing.T) {
 // (The shares are not compared with the program's: with four threads
 // spinning on two shared CPUs, the program's own brackets, wider than the
 // probes', catch waits for a CPU that fall just outside the probes: in one
-// run 2.8 s of its 7.2 s of run queue wait, over 1,500 calls. Why so many
-// waits fall there was not established; a guess is the probes' traps,
-// where a thread whose time slice ran out is switched out on its way back
-// to user space.)
+// run 2.8 s of its 7.2 s of run queue wait, over 1,500 calls: mostly at
+// the program's own reads of its counters, which are system calls, and
+// about 0.3 ms a call at the probes' traps; doc/latency-split.md.)
 func TestLatencySplitCompute(t *testing.T) {
 	requireRecording(t)
 	bin := latencyTarget(t, true, "")
