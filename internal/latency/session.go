@@ -27,7 +27,7 @@ type Counters struct {
 	Unmatched uint64        // RETs without an entry: begun before the probes, or evicted
 	ReadErrs  uint64        // probe hits where g could not be read
 	Hits      uint64        // probe hits (entries and RETs)
-	Moved     uint64        // timed calls that returned on another thread than they entered: not split
+	Moved     uint64        // timed calls that returned on another thread than they entered (or whose thread's record was evicted): not split
 }
 
 // NLog2 is the number of power-of-two buckets of the split: bucket k

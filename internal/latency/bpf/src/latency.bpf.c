@@ -103,7 +103,7 @@ struct fstat {
 	u64 read_errs; /* g could not be read */
 	u64 entries;   /* entry probe hits */
 	u64 rets;      /* RET probe hits */
-	u64 moved;     /* timed calls that returned on another thread: not split */
+	u64 moved;     /* timed calls that returned on another thread (or whose thread's record was evicted): not split */
 };
 
 struct {
