@@ -11,7 +11,7 @@ calls=${2:-100000}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-(cd "$root" && go build -o "$tmp/wallprof" ./cmd/wallprof && go build -o "$tmp/target" ./internal/latency/testdata/target)
+(cd "$root" && go build -o "$tmp/wallprof" ./cmd/wallprof && cd internal/latency/testdata/target && GOWORK=off go build -o "$tmp/target" .)
 without() { taskset -c 1 "$tmp/target" -nowait -bench "$calls" | sed 's/.*"bench_ns_per_call":\([0-9.]*\).*/\1/'; }
 with() {
 	taskset -c 1 "$tmp/target" -bench "$calls" -out "$tmp/with.json" 2>/dev/null &

@@ -39,6 +39,15 @@ A native function is named lib:symbol (libc.so.6:getaddrinfo, libc:malloc,
 gets a uprobe and a uretprobe and is timed per thread, the outermost call
 of a recursion only.
 
+Each call's duration is split into running (on a CPU), runnable (waiting
+for one) and blocked, from its thread's counters at entry and return,
+per histogram bucket and in all: exact for native functions, Go calls
+whose goroutine runs throughout, and goroutines locked to their thread; a
+Go call that returns on another thread is not split (counted as moved),
+and one that parks and resumes on the same thread (counted as parked)
+may count other goroutines that thread ran meanwhile as its own (see
+doc/latency-split.md).
+
 Each probe hit costs the calling goroutine about 15 µs (measured on a
 2-vCPU VM; see BENCHMARKS.md): measure functions that take much longer,
 or are called less than ~1,000 times a second. The cost is printed at the end.
@@ -143,6 +152,16 @@ func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	for _, r := range rep.Functions {
 		if r.Count == 0 && r.Unmatched == 0 {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: no call began after the probes were attached and returned before they were removed; calls already running when they were attached (a keep-alive connection's serve loop, a worker's main loop) are not timed", r.Name))
+		}
+		if sp := r.Split; sp != nil && sp.Moved > 0 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: %d of %d calls returned on another thread than they entered on (the goroutine parked or was moved) and are not split into running, runnable and blocked", r.Name, sp.Moved, r.Count))
+		}
+		if sp := r.Split; sp != nil && sp.Parked > 0 {
+			if sp.SeqKnown {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%s: %d of the %d calls split stopped running on the way (parked or preempted) and came back on the same thread: unless the goroutine is locked to it, the thread may have run other goroutines meanwhile, whose time is counted as the call's", r.Name, sp.Parked, sp.Calls))
+			} else {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%s: for this Go version wallprof cannot tell whether a call's goroutine stopped running on the way: the split may include other goroutines that its thread ran meanwhile", r.Name))
+			}
 		}
 		if r.Unmatched > 0 {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: %d returns had no entry: calls already running when the probes were attached, or entries lost when more than %d calls were open at once", r.Name, r.Unmatched, latency.MaxOpenCalls))

@@ -18,23 +18,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wallprof/wallprof/internal/groundtruth"
 	"github.com/wallprof/wallprof/internal/latency"
 )
 
-// latencyTarget builds internal/latency/testdata/target (stripped with -s -w
-// when strip is set) and returns its path.
-func latencyTarget(t *testing.T, strip bool) string {
+// latencyTarget builds internal/latency/testdata/target (a module of its
+// own, go 1.22, so that older toolchains build it) with the Go toolchain
+// given ("" for the installed one, else one GOTOOLCHAIN downloads, such as
+// "go1.22.12"), stripped with -s -w when strip is set, and returns its path.
+// Builds are cached across test runs (groundtruth.BuildGo).
+func latencyTarget(t *testing.T, strip bool, toolchain string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "target")
-	args := []string{"build", "-o", bin}
-	if strip {
-		args = append(args, "-ldflags=-s -w")
+	dir, err := filepath.Abs(filepath.Join("..", "..", "internal", "latency", "testdata", "target"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	args = append(args, "../../internal/latency/testdata/target")
-	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-		t.Fatalf("go build target: %v\n%s", err, out)
-	}
-	return bin
+	return groundtruth.BuildGo(t, dir, strip, toolchain)
 }
 
 // startTarget starts the target and waits until it waits for SIGUSR1.
@@ -60,7 +59,7 @@ func startTarget(t *testing.T, bin string, args ...string) *exec.Cmd {
 // A function that does not exist, and one inlined everywhere, are refused
 // with one sentence and exit 1 (no privileges needed: nothing is attached).
 func TestLatencyRefuses(t *testing.T) {
-	bin := latencyTarget(t, true)
+	bin := latencyTarget(t, true, "")
 	target := startTarget(t, bin)
 	pid := strconv.Itoa(target.Process.Pid)
 	for fn, want := range map[string]string{
@@ -83,18 +82,46 @@ type latencyTruth struct {
 	MaxNs  int64  `json:"max_ns"`
 }
 
-// The ground truth: 100,000 calls of main.handle over 256 goroutines,
-// sleeping 1 to 10 ms, one in seven recursing through big frames (the
-// runtime grows and copies the stack mid-call), one in a thousand
-// panicking. Every call that returns is counted once, and the percentiles
-// agree within 2% with the program's own timing; stripped and not.
+// latencyToolchains are the Go toolchains the ground truth is built with
+// besides the installed one (Go 1.26): the latest patch release of each
+// older minor version the proxy serves. The go command downloads them
+// through the module proxy on first use (GOTOOLCHAIN), into the module
+// cache, so CI needs nothing installed beforehand.
+var latencyToolchains = []string{"go1.22.12", "go1.23.12", "go1.24.13", "go1.25.14"}
+
+// The ground truth: calls of main.handle over 256 goroutines, sleeping 1
+// to 10 ms, one in seven recursing through big frames (the runtime grows
+// and copies the stack mid-call), one in a thousand panicking. Every call
+// that returns is counted once, and the percentiles agree within 2% with
+// the program's own timing; stripped and not, built by the installed Go
+// (100,000 calls) and by Go 1.22 to 1.25 (20,000 calls each, to keep the
+// test short).
 func TestLatencyGroundTruth(t *testing.T) {
 	requireRecording(t)
-	for _, strip := range []bool{false, true} {
-		t.Run(fmt.Sprintf("stripped=%v", strip), func(t *testing.T) {
-			bin := latencyTarget(t, strip)
+	type variant struct {
+		toolchain string
+		strip     bool
+		calls     int
+	}
+	var variants []variant
+	for _, tc := range append([]string{""}, latencyToolchains...) {
+		calls := 100000
+		if tc != "" {
+			calls = 20000
+		}
+		for _, strip := range []bool{false, true} {
+			variants = append(variants, variant{tc, strip, calls})
+		}
+	}
+	for _, v := range variants {
+		name := v.toolchain
+		if name == "" {
+			name = "local"
+		}
+		t.Run(fmt.Sprintf("%s/stripped=%v", name, v.strip), func(t *testing.T) {
+			bin := latencyTarget(t, v.strip, v.toolchain)
 			out := filepath.Join(t.TempDir(), "truth.json")
-			target := startTarget(t, bin, "-calls", "100000", "-goroutines", "256", "-out", out)
+			target := startTarget(t, bin, "-calls", strconv.Itoa(v.calls), "-goroutines", "256", "-out", out)
 			wp := exec.Command(wallprofBin(t), "latency", "-p", strconv.Itoa(target.Process.Pid), "--json", "main.handle")
 			var stdout, stderr bytes.Buffer
 			wp.Stdout = &stdout
@@ -123,7 +150,7 @@ func TestLatencyGroundTruth(t *testing.T) {
 			if err := wp.Wait(); err != nil {
 				t.Fatalf("wallprof latency: %v\n%s", err, stderr.String())
 			}
-			t.Logf("%d calls in %v; %s", 100000, took.Round(time.Millisecond), strings.TrimSpace(stderr.String()))
+			t.Logf("%d calls in %v; %s", v.calls, took.Round(time.Millisecond), strings.TrimSpace(stderr.String()))
 			var truth latencyTruth
 			readJSON(t, out, &truth)
 			var rep latency.Report
@@ -132,6 +159,9 @@ func TestLatencyGroundTruth(t *testing.T) {
 			}
 			if rep.Format != latency.Format || len(rep.Functions) != 1 || !rep.TargetExited {
 				t.Fatalf("report: format %q, %d functions, target exited %v", rep.Format, len(rep.Functions), rep.TargetExited)
+			}
+			if v.toolchain != "" && rep.GoVersion != v.toolchain {
+				t.Errorf("report says Go %q, the target was built by %s", rep.GoVersion, v.toolchain)
 			}
 			fn := rep.Functions[0]
 			t.Logf("wallprof: count %d p50 %v p90 %v p99 %v max %v; nested %d, abandoned %d, g reused %d, unmatched %d, open at the end %d; program: count %d p50 %v p90 %v p99 %v max %v, %d panics",
@@ -236,6 +266,15 @@ func TestLatencyNative(t *testing.T) {
 		truth.Count, time.Duration(truth.P50Ns), time.Duration(truth.P90Ns), time.Duration(truth.P99Ns))
 	if fn.Count != truth.Count || fn.Unmatched != 0 {
 		t.Errorf("counted %d calls (%d unmatched returns), the program made %d", fn.Count, fn.Unmatched, truth.Count)
+	}
+	// A native call stays on its thread: every call is split, and usleep
+	// hardly runs.
+	if sp := fn.Split; sp == nil || sp.Calls != fn.Count || sp.Moved != 0 {
+		t.Errorf("split %+v of %d calls; want every call split", sp, fn.Count)
+	} else if run, runq, blocked := sp.Shares(); run > 0.05 || blocked < 0.5 {
+		t.Errorf("usleep: running %.1f%%, runnable %.1f%%, blocked %.1f%%; want mostly blocked", 100*run, 100*runq, 100*blocked)
+	} else {
+		t.Logf("usleep: running %.1f%%, runnable %.1f%%, blocked %.1f%%", 100*run, 100*runq, 100*blocked)
 	}
 	for _, c := range [][2]int64{{fn.P50Ns, truth.P50Ns}, {fn.P90Ns, truth.P90Ns}, {fn.P99Ns, truth.P99Ns}} {
 		if math.Abs(float64(c[0]-c[1])) > 0.02*float64(c[1]) {

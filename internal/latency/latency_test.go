@@ -1,13 +1,17 @@
 package latency
 
 import (
+	"debug/elf"
 	"errors"
-	"os/exec"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wallprof/wallprof/internal/goruntime/rtlayout"
+	"github.com/wallprof/wallprof/internal/groundtruth"
 )
 
 // Every duration falls in the bucket whose range holds it, buckets are
@@ -84,15 +88,12 @@ func TestLatencyFindRetsAndStackCheck(t *testing.T) {
 // Resolve finds main.handle in the ground-truth program, stripped or not,
 // and refuses a missing and an inlined-everywhere function in one sentence.
 func TestLatencyResolve(t *testing.T) {
+	dir, err := filepath.Abs(filepath.Join("testdata", "target"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, strip := range []bool{false, true} {
-		bin := filepath.Join(t.TempDir(), "target")
-		args := []string{"build", "-o", bin}
-		if strip {
-			args = append(args, "-ldflags=-s -w")
-		}
-		if out, err := exec.Command("go", append(args, "./testdata/target")...).CombinedOutput(); err != nil {
-			t.Fatalf("go build: %v\n%s", err, out)
-		}
+		bin := groundtruth.BuildGo(t, dir, strip, "")
 		b, err := Resolve(bin, 0, []string{"main.handle", "main.trivial"})
 		if err != nil {
 			t.Fatal(err)
@@ -112,6 +113,40 @@ func TestLatencyResolve(t *testing.T) {
 			_, err := Resolve(bin, 0, []string{fn})
 			if !errors.Is(err, ErrRefused) || !strings.HasSuffix(err.Error(), ": "+want) {
 				t.Errorf("stripped=%v: Resolve(%s) = %v; want ErrRefused saying %q", strip, fn, err, want)
+			}
+		}
+	}
+}
+
+// The table of g.trackingSeq's offsets agrees with the DWARF of the
+// target built by the installed Go and by Go 1.22, and a stripped build
+// gets the table's value.
+func TestLatencyTrackingSeqTable(t *testing.T) {
+	dir, err := filepath.Abs(filepath.Join("testdata", "target"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []string{"", "go1.22.12"} {
+		for _, strip := range []bool{false, true} {
+			bin := groundtruth.BuildGo(t, dir, strip, tc)
+			f, err := os.Open(bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ef, err := elf.NewFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ver, err := rtlayout.GoVersion(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dw, fromDWARF := trackingSeqFromDWARF(ef)
+			table, inTable := trackingSeqOffsets[rtlayout.Minor(ver)]
+			got := TrackingSeqOffset(ef, ver)
+			f.Close()
+			if !inTable || got != table || fromDWARF == strip || (fromDWARF && dw != table) {
+				t.Errorf("%s stripped=%v: DWARF %d (%v), table %d (%v), TrackingSeqOffset %d", ver, strip, dw, fromDWARF, table, inTable, got)
 			}
 		}
 	}

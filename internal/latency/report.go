@@ -52,6 +52,99 @@ type FuncReport struct {
 	Unmatched   uint64   `json:"unmatched_returns"`
 	ReadErrors  uint64   `json:"read_errors"`
 	Buckets     []Bucket `json:"buckets"`
+	// Split is where the time of the calls went; absent when no call was
+	// split (doc/latency-split.md says which calls are).
+	Split *SplitReport `json:"split,omitempty"`
+}
+
+// SplitReport is where the time of a function's calls went, on the thread
+// that made each call: running (on a CPU), runnable (waiting for one) and
+// blocked (the rest of the call's duration). Only calls that returned on
+// the thread they entered on are split. Of those, the calls whose
+// goroutine ran throughout (and native calls) are exact, and their split
+// is also in Exact; Parked counts the others: their goroutine stopped
+// running during the call (parked or was preempted; before Go 1.26 a
+// system call counts too), and their thread may have run other goroutines
+// meanwhile, whose time then counts as the call's, unless the goroutine is
+// locked to its thread (doc/latency-split.md).
+type SplitReport struct {
+	Calls      uint64        `json:"calls"`
+	Moved      uint64        `json:"moved"`
+	Parked     uint64        `json:"parked"`
+	SeqKnown   bool          `json:"parked_known"`
+	WallNs     int64         `json:"wall_ns"`
+	RunningNs  int64         `json:"running_ns"`
+	RunnableNs int64         `json:"runnable_ns"`
+	BlockedNs  int64         `json:"blocked_ns"`
+	Buckets    []SplitBucket `json:"buckets"`
+	Exact      SplitTotals   `json:"exact"`
+}
+
+// SplitTotals is the split of some calls, in all.
+type SplitTotals struct {
+	Calls      uint64 `json:"calls"`
+	WallNs     int64  `json:"wall_ns"`
+	RunningNs  int64  `json:"running_ns"`
+	RunnableNs int64  `json:"runnable_ns"`
+	BlockedNs  int64  `json:"blocked_ns"`
+}
+
+// SplitBucket is the split of the calls that took [lo_ns, hi_ns).
+type SplitBucket struct {
+	LoNs       int64  `json:"lo_ns"`
+	HiNs       int64  `json:"hi_ns"`
+	Calls      uint64 `json:"calls"`
+	RunningNs  int64  `json:"running_ns"`
+	RunnableNs int64  `json:"runnable_ns"`
+	BlockedNs  int64  `json:"blocked_ns"`
+}
+
+// Shares returns running, runnable and blocked as fractions of wall.
+func (s *SplitReport) Shares() (running, runnable, blocked float64) {
+	if s == nil || s.WallNs <= 0 {
+		return 0, 0, 0
+	}
+	w := float64(s.WallNs)
+	return float64(s.RunningNs) / w, float64(s.RunnableNs) / w, float64(s.BlockedNs) / w
+}
+
+func splitReport(s Snapshot) *SplitReport {
+	r := &SplitReport{Moved: s.Counters.Moved, SeqKnown: s.SeqKnown, Buckets: []SplitBucket{}}
+	for _, b := range s.Splits[0] {
+		r.Exact.Calls += b.Calls
+		r.Exact.WallNs += int64(b.Wall)
+		r.Exact.RunningNs += int64(b.Running)
+		r.Exact.RunnableNs += int64(b.Runnable)
+		r.Exact.BlockedNs += int64(max(b.Wall-b.Running-b.Runnable, 0))
+	}
+	for k := range NLog2 {
+		b := s.Splits[0][k]
+		p := s.Splits[1][k]
+		r.Parked += p.Calls
+		b.Calls += p.Calls
+		b.Wall += p.Wall
+		b.Running += p.Running
+		b.Runnable += p.Runnable
+		if b.Calls == 0 {
+			continue
+		}
+		blocked := max(b.Wall-b.Running-b.Runnable, 0)
+		lo := int64(1) << k
+		if k == 0 {
+			lo = 0
+		}
+		r.Buckets = append(r.Buckets, SplitBucket{LoNs: lo, HiNs: int64(1) << (k + 1), Calls: b.Calls,
+			RunningNs: int64(b.Running), RunnableNs: int64(b.Runnable), BlockedNs: int64(blocked)})
+		r.Calls += b.Calls
+		r.WallNs += int64(b.Wall)
+		r.RunningNs += int64(b.Running)
+		r.RunnableNs += int64(b.Runnable)
+		r.BlockedNs += int64(blocked)
+	}
+	if r.Calls == 0 && r.Moved == 0 {
+		return nil
+	}
+	return r
 }
 
 // Bucket is one power of two of the histogram: calls that took [lo, hi).
@@ -92,6 +185,7 @@ func FuncReportOf(fn Func, s Snapshot) FuncReport {
 			r.Buckets = append(r.Buckets, Bucket{LoNs: lo, HiNs: int64(1) << (k + 1), Count: n})
 		}
 	}
+	r.Split = splitReport(s)
 	return r
 }
 
@@ -122,13 +216,48 @@ func WriteText(w io.Writer, r FuncReport) {
 	for _, b := range r.Buckets {
 		top = max(top, b.Count)
 	}
+	split := map[int64]SplitBucket{}
+	if r.Split != nil {
+		for _, b := range r.Split.Buckets {
+			split[b.LoNs] = b
+		}
+	}
 	for _, b := range r.Buckets {
 		bar := int(40 * b.Count / top)
 		if bar == 0 && b.Count > 0 {
 			bar = 1
 		}
-		fmt.Fprintf(w, "  %9s - %-9s %10d |%-40s|\n", dur(b.LoNs), dur(b.HiNs), b.Count, strings.Repeat("#", bar))
+		fmt.Fprintf(w, "  %9s - %-9s %10d |%-40s|", dur(b.LoNs), dur(b.HiNs), b.Count, strings.Repeat("#", bar))
+		if sb, ok := split[b.LoNs]; ok {
+			fmt.Fprintf(w, " %s", shares(sb.RunningNs, sb.RunnableNs, sb.BlockedNs))
+		}
+		fmt.Fprintln(w)
 	}
+	if s := r.Split; s != nil {
+		fmt.Fprintf(w, "  where the time went: %s of %d calls on their own thread", shares(s.RunningNs, s.RunnableNs, s.BlockedNs), s.Calls)
+		switch {
+		case !s.SeqKnown:
+			fmt.Fprintf(w, " (whether their goroutine stopped running on the way is not known for this Go version)")
+		case s.Parked > 0:
+			fmt.Fprintf(w, " (%d of which stopped running on the way: exact only if locked to their thread)", s.Parked)
+		}
+		if s.Moved > 0 {
+			fmt.Fprintf(w, "; %d calls moved to another thread, not split", s.Moved)
+		}
+		fmt.Fprintln(w)
+		if e := s.Exact; s.Parked > 0 && e.Calls > 0 {
+			fmt.Fprintf(w, "  of the %d calls that ran throughout: %s\n", e.Calls, shares(e.RunningNs, e.RunnableNs, e.BlockedNs))
+		}
+	}
+}
+
+// shares prints running, runnable and blocked time as percentages.
+func shares(running, runnable, blocked int64) string {
+	total := float64(running + runnable + blocked)
+	if total <= 0 {
+		return "running -  runnable -  blocked -"
+	}
+	return fmt.Sprintf("running %2.0f%%  runnable %2.0f%%  blocked %2.0f%%", 100*float64(running)/total, 100*float64(runnable)/total, 100*float64(blocked)/total)
 }
 
 // WriteLine writes one function's summary as one plain line.

@@ -59,6 +59,7 @@ type Binary struct {
 	GoVersion  string
 	GoidOff    uint32 // offset of g.goid
 	StackHiOff uint32 // offset of g.stack.hi
+	SeqOff     uint32 // offset of g.trackingSeq (seq.go); 0 if not known
 	Funcs      []Func
 }
 
@@ -81,7 +82,7 @@ func Resolve(exe string, pid int, names []string) (*Binary, error) {
 			return nil, err
 		}
 		defer gb.f.Close()
-		b.GoVersion, b.GoidOff, b.StackHiOff = gb.version, gb.goidOff, gb.stackHiOff
+		b.GoVersion, b.GoidOff, b.StackHiOff, b.SeqOff = gb.version, gb.goidOff, gb.stackHiOff, gb.seqOff
 	}
 	for _, name := range names {
 		var fn Func
@@ -105,6 +106,7 @@ type goBinary struct {
 	tab                 *gopclntab.Table
 	version             string
 	goidOff, stackHiOff uint32
+	seqOff              uint32
 }
 
 func openGo(path string) (*goBinary, error) {
@@ -144,7 +146,8 @@ func readGo(f *os.File, path string) (*goBinary, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &goBinary{f: f, ef: ef, tab: tab, version: ver,
-		goidOff: uint32(layout.Offsets.GGoid), stackHiOff: uint32(layout.Offsets.GStackHi)}, nil
+		goidOff: uint32(layout.Offsets.GGoid), stackHiOff: uint32(layout.Offsets.GStackHi),
+		seqOff: TrackingSeqOffset(ef, ver)}, nil
 }
 
 func minorNumber(m string) int {

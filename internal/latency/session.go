@@ -27,6 +27,20 @@ type Counters struct {
 	Unmatched uint64        // RETs without an entry: begun before the probes, or evicted
 	ReadErrs  uint64        // probe hits where g could not be read
 	Hits      uint64        // probe hits (entries and RETs)
+	Moved     uint64        // timed calls that returned on another thread than they entered (or whose thread's record was evicted): not split
+}
+
+// NLog2 is the number of power-of-two buckets of the split: bucket k
+// holds the calls that took [2^k, 2^(k+1)) ns.
+const NLog2 = 64
+
+// Split is where the time of some calls went, on their thread
+// (doc/latency-split.md): blocked is Wall - Running - Runnable.
+type Split struct {
+	Calls    uint64
+	Wall     time.Duration
+	Running  time.Duration
+	Runnable time.Duration
 }
 
 // Snapshot is one function's histogram and counters at one time.
@@ -34,6 +48,16 @@ type Snapshot struct {
 	Func     string
 	Counters Counters
 	Hist     Hist
+	// Splits[kind][k] is the split of the calls that took [2^k, 2^(k+1))
+	// ns: kind 0 the calls whose goroutine ran throughout (or native
+	// calls: exact), kind 1 those whose goroutine stopped running on the
+	// way (parked, preempted; before Go 1.26 also a system call) and came
+	// back on the same thread, which may have run other goroutines
+	// meanwhile, or all Go calls when g.trackingSeq's offset is not known.
+	Splits [2][NLog2]Split
+	// SeqKnown is false for a Go function when the offset of g.trackingSeq
+	// is not known: kind 1 then holds every call split.
+	SeqKnown bool
 }
 
 // Session is the probes on one process.
@@ -41,6 +65,9 @@ type Session struct {
 	bin   *Binary
 	objs  bpf.LatencyObjects
 	links []link.Link
+	// uprobes0 is the index in links of the first uprobe (before it: the
+	// sched_switch program).
+	uprobes0 int
 }
 
 // Start loads the BPF programs and attaches them to the functions of bin in
@@ -60,10 +87,24 @@ func Start(bin *Binary, exe string, pid int) (*Session, error) {
 	if err := spec.Variables["stack_hi_off"].Set(bin.StackHiOff); err != nil {
 		return nil, err
 	}
+	if err := spec.Variables["target_tgid"].Set(uint32(pid)); err != nil {
+		return nil, err
+	}
+	if err := spec.Variables["seq_off"].Set(bin.SeqOff); err != nil {
+		return nil, err
+	}
 	s := &Session{bin: bin}
 	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
 		return nil, fmt.Errorf("load BPF programs: %w", err)
 	}
+	// Each thread's time on a CPU, for the split of the calls' time.
+	sw, err := link.AttachTracing(link.TracingOptions{Program: s.objs.LatSwitch})
+	if err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("attach to sched_switch: %w", err)
+	}
+	s.links = append(s.links, sw)
+	s.uprobes0 = len(s.links)
 	var ex *link.Executable
 	if bin.GoVersion != "" {
 		if ex, err = link.OpenExecutable(exe); err != nil {
@@ -125,7 +166,7 @@ func (s *Session) attachNative(fn Func, i, pid int) error {
 }
 
 // Probes returns how many uprobes are attached.
-func (s *Session) Probes() int { return len(s.links) }
+func (s *Session) Probes() int { return len(s.links) - s.uprobes0 }
 
 // Snapshot reads every function's histogram and counters.
 func (s *Session) Snapshot() ([]Snapshot, error) {
@@ -147,6 +188,18 @@ func (s *Session) Snapshot() ([]Snapshot, error) {
 			c.Unmatched += p.Unmatched
 			c.ReadErrs += p.ReadErrs
 			c.Hits += p.Entries + p.Rets
+			c.Moved += p.Moved
+		}
+		out[i].SeqKnown = fn.Lib != "" || s.bin.SeqOff != 0
+		for kind := range 2 {
+			for k := range NLog2 {
+				var sp bpf.LatencySplit
+				if err := s.objs.Splits.Lookup(uint32((i*2+kind)*NLog2+k), &sp); err != nil {
+					return nil, fmt.Errorf("read the split: %w", err)
+				}
+				out[i].Splits[kind][k] = Split{Calls: sp.Calls, Wall: time.Duration(sp.WallNs),
+					Running: time.Duration(sp.RunningNs), Runnable: time.Duration(sp.RunnableNs)}
+			}
 		}
 	}
 	// The histogram map is memory-mapped: one read, no system call per
@@ -202,6 +255,6 @@ func (s *Session) Stop() {
 	for _, l := range s.links {
 		l.Close()
 	}
-	s.links = nil
+	s.links, s.uprobes0 = nil, 0
 	s.objs.Close()
 }

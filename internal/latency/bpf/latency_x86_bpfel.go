@@ -25,6 +25,7 @@ type LatencyFstat struct {
 	ReadErrs  uint64
 	Entries   uint64
 	Rets      uint64
+	Moved     uint64
 }
 
 type LatencyGentry struct {
@@ -34,6 +35,11 @@ type LatencyGentry struct {
 	SpOff   uint64
 	StackHi uint64
 	RetAddr uint64
+	Run0    uint64
+	Runq0   uint64
+	Tid     uint32
+	Seq     uint8
+	Pad2    [3]uint8
 }
 
 type LatencyGkey struct {
@@ -47,12 +53,30 @@ type LatencyNentry struct {
 	_     structs.HostLayout
 	Start uint64
 	Depth uint64
+	Run0  uint64
+	Runq0 uint64
+	Tid   uint32
+	Pad   uint32
 }
 
 type LatencyNkey struct {
 	_   structs.HostLayout
 	Tid uint32
 	Fn  uint32
+}
+
+type LatencySplit struct {
+	_          structs.HostLayout
+	Calls      uint64
+	WallNs     uint64
+	RunningNs  uint64
+	RunnableNs uint64
+}
+
+type LatencyTcpu struct {
+	_     structs.HostLayout
+	Oncpu uint64
+	InAt  uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -62,13 +86,18 @@ const (
 	LatencyMapCalls      = "calls"
 	LatencyMapHist       = "hist"
 	LatencyMapNcalls     = "ncalls"
+	LatencyMapSplits     = "splits"
 	LatencyMapStats      = "stats"
+	LatencyMapThreads    = "threads"
 	LatencyProgLatEntry  = "lat_entry"
 	LatencyProgLatRet    = "lat_ret"
+	LatencyProgLatSwitch = "lat_switch"
 	LatencyProgNatEntry  = "nat_entry"
 	LatencyProgNatRet    = "nat_ret"
 	LatencyVarGoidOff    = "goid_off"
+	LatencyVarSeqOff     = "seq_off"
 	LatencyVarStackHiOff = "stack_hi_off"
+	LatencyVarTargetTgid = "target_tgid"
 )
 
 // LoadLatency returns the embedded CollectionSpec for Latency.
@@ -113,20 +142,23 @@ type LatencySpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type LatencyProgramSpecs struct {
-	LatEntry *ebpf.ProgramSpec `ebpf:"lat_entry"`
-	LatRet   *ebpf.ProgramSpec `ebpf:"lat_ret"`
-	NatEntry *ebpf.ProgramSpec `ebpf:"nat_entry"`
-	NatRet   *ebpf.ProgramSpec `ebpf:"nat_ret"`
+	LatEntry  *ebpf.ProgramSpec `ebpf:"lat_entry"`
+	LatRet    *ebpf.ProgramSpec `ebpf:"lat_ret"`
+	LatSwitch *ebpf.ProgramSpec `ebpf:"lat_switch"`
+	NatEntry  *ebpf.ProgramSpec `ebpf:"nat_entry"`
+	NatRet    *ebpf.ProgramSpec `ebpf:"nat_ret"`
 }
 
 // LatencyMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type LatencyMapSpecs struct {
-	Calls  *ebpf.MapSpec `ebpf:"calls"`
-	Hist   *ebpf.MapSpec `ebpf:"hist"`
-	Ncalls *ebpf.MapSpec `ebpf:"ncalls"`
-	Stats  *ebpf.MapSpec `ebpf:"stats"`
+	Calls   *ebpf.MapSpec `ebpf:"calls"`
+	Hist    *ebpf.MapSpec `ebpf:"hist"`
+	Ncalls  *ebpf.MapSpec `ebpf:"ncalls"`
+	Splits  *ebpf.MapSpec `ebpf:"splits"`
+	Stats   *ebpf.MapSpec `ebpf:"stats"`
+	Threads *ebpf.MapSpec `ebpf:"threads"`
 }
 
 // LatencyVariableSpecs contains global variables before they are loaded into the kernel.
@@ -134,7 +166,9 @@ type LatencyMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type LatencyVariableSpecs struct {
 	GoidOff    *ebpf.VariableSpec `ebpf:"goid_off"`
+	SeqOff     *ebpf.VariableSpec `ebpf:"seq_off"`
 	StackHiOff *ebpf.VariableSpec `ebpf:"stack_hi_off"`
+	TargetTgid *ebpf.VariableSpec `ebpf:"target_tgid"`
 }
 
 // LatencyObjects contains all objects after they have been loaded into the kernel.
@@ -157,10 +191,12 @@ func (o *LatencyObjects) Close() error {
 //
 // It can be passed to LoadLatencyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type LatencyMaps struct {
-	Calls  *ebpf.Map `ebpf:"calls"`
-	Hist   *ebpf.Map `ebpf:"hist"`
-	Ncalls *ebpf.Map `ebpf:"ncalls"`
-	Stats  *ebpf.Map `ebpf:"stats"`
+	Calls   *ebpf.Map `ebpf:"calls"`
+	Hist    *ebpf.Map `ebpf:"hist"`
+	Ncalls  *ebpf.Map `ebpf:"ncalls"`
+	Splits  *ebpf.Map `ebpf:"splits"`
+	Stats   *ebpf.Map `ebpf:"stats"`
+	Threads *ebpf.Map `ebpf:"threads"`
 }
 
 func (m *LatencyMaps) Close() error {
@@ -168,7 +204,9 @@ func (m *LatencyMaps) Close() error {
 		m.Calls,
 		m.Hist,
 		m.Ncalls,
+		m.Splits,
 		m.Stats,
+		m.Threads,
 	)
 }
 
@@ -177,23 +215,27 @@ func (m *LatencyMaps) Close() error {
 // It can be passed to LoadLatencyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type LatencyVariables struct {
 	GoidOff    *ebpf.Variable `ebpf:"goid_off"`
+	SeqOff     *ebpf.Variable `ebpf:"seq_off"`
 	StackHiOff *ebpf.Variable `ebpf:"stack_hi_off"`
+	TargetTgid *ebpf.Variable `ebpf:"target_tgid"`
 }
 
 // LatencyPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to LoadLatencyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type LatencyPrograms struct {
-	LatEntry *ebpf.Program `ebpf:"lat_entry"`
-	LatRet   *ebpf.Program `ebpf:"lat_ret"`
-	NatEntry *ebpf.Program `ebpf:"nat_entry"`
-	NatRet   *ebpf.Program `ebpf:"nat_ret"`
+	LatEntry  *ebpf.Program `ebpf:"lat_entry"`
+	LatRet    *ebpf.Program `ebpf:"lat_ret"`
+	LatSwitch *ebpf.Program `ebpf:"lat_switch"`
+	NatEntry  *ebpf.Program `ebpf:"nat_entry"`
+	NatRet    *ebpf.Program `ebpf:"nat_ret"`
 }
 
 func (p *LatencyPrograms) Close() error {
 	return _LatencyClose(
 		p.LatEntry,
 		p.LatRet,
+		p.LatSwitch,
 		p.NatEntry,
 		p.NatRet,
 	)

@@ -26,14 +26,28 @@
  *   - a RET at the open frame's distance ends the call; a RET deeper is a
  *     nested call's.
  * Entries live in an LRU hash: goroutines that exit mid-call age out.
+ *
+ * Where a call's time went (doc/latency-split.md): at the entry and at the
+ * return, the probe reads its thread's time on a CPU so far (kept by
+ * lat_switch, on sched_switch) and its run queue wait so far
+ * (task->sched_info.run_delay); a call that returns on the thread it
+ * entered on gets the differences as its running and runnable time, and
+ * wall - both as blocked. A Go call that returns on another thread is
+ * counted as moved, not split. g.trackingSeq, which the runtime increments
+ * each time the goroutine stops running (parks, is preempted; before Go
+ * 1.26 also enters a system call), tells the calls that ran throughout
+ * (kind 0: exact) from those that stopped on the way and may have shared
+ * their thread with other goroutines (kind 1).
  */
 #include <linux/bpf.h>
 #include <asm/ptrace.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 
 typedef __u32 u32;
 typedef __u64 u64;
+typedef __u8 u8;
 
 #define MAX_FUNCS 8
 #define SUB_BITS 6
@@ -44,6 +58,19 @@ typedef __u64 u64;
 /* Set by user space before loading. */
 volatile const u32 goid_off;     /* offset of g.goid */
 volatile const u32 stack_hi_off; /* offset of g.stack.hi */
+volatile const u32 target_tgid;  /* the process measured (for lat_switch) */
+volatile const u32 seq_off;      /* offset of g.trackingSeq (u8), 0 if unknown */
+
+/* The kernel's types, as much as is read of them (CO-RE relocates). */
+struct sched_info {
+	unsigned long long run_delay;
+} __attribute__((preserve_access_index));
+
+struct task_struct {
+	int pid;
+	int tgid;
+	struct sched_info sched_info;
+} __attribute__((preserve_access_index));
 
 struct gkey {
 	u64 g;
@@ -57,6 +84,11 @@ struct gentry {
 	u64 sp_off;   /* g.stack.hi - sp at the entry */
 	u64 stack_hi; /* g.stack.hi at the entry (for debugging) */
 	u64 ret_addr; /* the return address at the entry: [sp] */
+	u64 run0;     /* the thread's time on a CPU at the entry */
+	u64 runq0;    /* the thread's run queue wait at the entry */
+	u32 tid;      /* the thread of the entry */
+	u8 seq;       /* g.trackingSeq at the entry */
+	u8 pad2[3];
 };
 
 /* Per function, per CPU; user space sums (and takes the max of) the CPUs. */
@@ -71,6 +103,7 @@ struct fstat {
 	u64 read_errs; /* g could not be read */
 	u64 entries;   /* entry probe hits */
 	u64 rets;      /* RET probe hits */
+	u64 moved;     /* timed calls that returned on another thread (or whose thread's record was evicted): not split */
 };
 
 struct {
@@ -96,6 +129,115 @@ struct {
 	__type(key, u32);
 	__type(value, u64);
 } hist SEC(".maps");
+
+/* Per thread of the target that hit a probe: its time on a CPU. */
+struct tcpu {
+	u64 oncpu; /* accumulated over the switch-outs */
+	u64 in_at; /* when it last got a CPU; 0 while off a CPU */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, u32);
+	__type(value, struct tcpu);
+} threads SEC(".maps");
+
+/* The split, per function, kind (0: the call ran throughout, or is native;
+ * 1: the goroutine stopped running during the call, or it is not known)
+ * and log2 bucket of the call's duration (bucket k holds [2^k, 2^(k+1))
+ * ns): index (fn * 2 + kind) * NLOG2 + bucket. */
+#define NLOG2 64
+struct split {
+	u64 calls;
+	u64 wall_ns;
+	u64 running_ns;
+	u64 runnable_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_FUNCS * 2 * NLOG2);
+	__type(key, u32);
+	__type(value, struct split);
+} splits SEC(".maps");
+
+/* thread_times reads the current thread's time on a CPU and run queue
+ * wait so far, now, and its id. */
+static __always_inline void thread_times(u64 now, u32 *tid, u64 *run, u64 *runq)
+{
+	*tid = (u32)bpf_get_current_pid_tgid();
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	*runq = BPF_CORE_READ(task, sched_info.run_delay);
+	struct tcpu *t = bpf_map_lookup_elem(&threads, tid);
+	if (!t) {
+		/* First seen here, on a CPU: count from now. */
+		struct tcpu n = {.in_at = now};
+		bpf_map_update_elem(&threads, tid, &n, BPF_ANY);
+		*run = 0;
+		return;
+	}
+	if (!t->in_at)
+		t->in_at = now; /* a switch-in lat_switch missed (LRU eviction) */
+	*run = t->oncpu + (now - t->in_at);
+}
+
+static __always_inline u32 log2_bucket(u64 d)
+{
+	u32 k = 0;
+	if (d >> 32) { d >>= 32; k += 32; }
+	if (d >> 16) { d >>= 16; k += 16; }
+	if (d >> 8) { d >>= 8; k += 8; }
+	if (d >> 4) { d >>= 4; k += 4; }
+	if (d >> 2) { d >>= 2; k += 2; }
+	if (d >> 1) { k += 1; }
+	return k;
+}
+
+static __always_inline void record_split(struct fstat *st, u32 fn, u32 kind, u64 d, u32 tid0, u64 run0, u64 runq0, u64 now)
+{
+	u32 tid;
+	u64 run, runq;
+	thread_times(now, &tid, &run, &runq);
+	if (tid != tid0 || run < run0 || runq < runq0) {
+		st->moved++;
+		return;
+	}
+	u64 r = run - run0, q = runq - runq0;
+	u32 idx = (fn * 2 + kind) * NLOG2 + log2_bucket(d);
+	struct split *sp = bpf_map_lookup_elem(&splits, &idx);
+	if (!sp)
+		return;
+	__sync_fetch_and_add(&sp->calls, 1);
+	__sync_fetch_and_add(&sp->wall_ns, d);
+	__sync_fetch_and_add(&sp->running_ns, r);
+	__sync_fetch_and_add(&sp->runnable_ns, q);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(lat_switch, int preempt, struct task_struct *prev, struct task_struct *next)
+{
+	if (prev->tgid != target_tgid && next->tgid != target_tgid)
+		return 0;
+	u64 now = bpf_ktime_get_ns();
+	u32 tid;
+	struct tcpu *t;
+	if (prev->tgid == target_tgid) {
+		tid = prev->pid;
+		t = bpf_map_lookup_elem(&threads, &tid);
+		if (t && t->in_at) {
+			t->oncpu += now - t->in_at;
+			t->in_at = 0;
+		}
+	}
+	if (next->tgid == target_tgid) {
+		tid = next->pid;
+		t = bpf_map_lookup_elem(&threads, &tid);
+		if (t)
+			t->in_at = now;
+	}
+	return 0;
+}
 
 /* bucket: durations below 64 ns have their own bucket; above, each power
  * of two is split into 64 equal sub-buckets (relative width <= 1/64). */
@@ -176,6 +318,9 @@ int lat_entry(struct pt_regs *ctx)
 		return 0;
 	}
 	n.start = bpf_ktime_get_ns();
+	thread_times(n.start, &n.tid, &n.run0, &n.runq0);
+	if (seq_off)
+		bpf_probe_read_user(&n.seq, sizeof(n.seq), (void *)(k.g + seq_off));
 	bpf_map_update_elem(&calls, &k, &n, BPF_ANY);
 	return 0;
 }
@@ -204,8 +349,15 @@ int lat_ret(struct pt_regs *ctx)
 	if (sp_off > e->sp_off)
 		return 0; /* a nested call returns */
 	u64 d = now - e->start;
+	u32 tid0 = e->tid;
+	u64 run0 = e->run0, runq0 = e->runq0;
+	u8 seq0 = e->seq, seq = 0;
 	bpf_map_delete_elem(&calls, &k);
 	record_call(st, fn, d);
+	u32 kind = 1;
+	if (seq_off && !bpf_probe_read_user(&seq, sizeof(seq), (void *)(k.g + seq_off)) && seq == seq0)
+		kind = 0;
+	record_split(st, fn, kind, d, tid0, run0, runq0, now);
 	return 0;
 }
 
@@ -223,6 +375,10 @@ struct nkey {
 struct nentry {
 	u64 start;
 	u64 depth;
+	u64 run0;
+	u64 runq0;
+	u32 tid;
+	u32 pad;
 };
 
 struct {
@@ -248,6 +404,7 @@ int nat_entry(struct pt_regs *ctx)
 		return 0;
 	}
 	struct nentry n = {.start = bpf_ktime_get_ns(), .depth = 1};
+	thread_times(n.start, &n.tid, &n.run0, &n.runq0);
 	bpf_map_update_elem(&ncalls, &k, &n, BPF_ANY);
 	return 0;
 }
@@ -272,8 +429,11 @@ int nat_ret(struct pt_regs *ctx)
 		return 0;
 	}
 	u64 d = now - e->start;
+	u32 tid0 = e->tid;
+	u64 run0 = e->run0, runq0 = e->runq0;
 	bpf_map_delete_elem(&ncalls, &k);
 	record_call(st, fn, d);
+	record_split(st, fn, 0, d, tid0, run0, runq0, now);
 	return 0;
 }
 

@@ -10,6 +10,16 @@
 //
 //	target -calls 100000 -goroutines 256 -out truth.json
 //	target -bench 20000000   # ns per call of main.trivial in a tight loop
+//	target -split -calls 2000 -goroutines 4 -out truth.json
+//
+// With -split, each goroutine is locked to its thread (so that its thread's
+// time is its own) and calls main.work, which spins for 1 to 4 ms and then
+// sleeps for 1 to 4 ms; GOMAXPROCS is raised above the goroutines so that
+// none waits for a P, and with more goroutines than CPUs they wait for a
+// CPU. Around each call the program reads its thread's CPU time and run
+// queue wait (/proc/thread-self/schedstat) and writes the sums of the
+// calls' wall, running, runnable and blocked time: the truth of the split
+// (doc/latency-split.md).
 package main
 
 import (
@@ -18,11 +28,15 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // sleeps is the mix, in 11 slots: 1 ms 5 times, 2 ms 3 times, 5 ms twice,
@@ -81,15 +95,20 @@ func call(i int) (d time.Duration, ok bool) {
 }
 
 type truth struct {
-	Count    int     `json:"count"`
-	Panics   int64   `json:"panics"`
-	P50Ns    int64   `json:"p50_ns"`
-	P90Ns    int64   `json:"p90_ns"`
-	P99Ns    int64   `json:"p99_ns"`
-	MaxNs    int64   `json:"max_ns"`
-	BenchNs  float64 `json:"bench_ns_per_call,omitempty"`
-	Double   int     `json:"double"`
-	Recursed int     `json:"recursed"`
+	Count   int     `json:"count"`
+	Panics  int64   `json:"panics"`
+	P50Ns   int64   `json:"p50_ns"`
+	P90Ns   int64   `json:"p90_ns"`
+	P99Ns   int64   `json:"p99_ns"`
+	MaxNs   int64   `json:"max_ns"`
+	BenchNs float64 `json:"bench_ns_per_call,omitempty"`
+	// -split: sums over the calls of main.work.
+	WallNs     int64 `json:"wall_ns,omitempty"`
+	RunningNs  int64 `json:"running_ns,omitempty"`
+	RunnableNs int64 `json:"runnable_ns,omitempty"`
+	BlockedNs  int64 `json:"blocked_ns,omitempty"`
+	Double     int   `json:"double"`
+	Recursed   int   `json:"recursed"`
 }
 
 func main() {
@@ -98,6 +117,8 @@ func main() {
 	out := flag.String("out", "", "write the JSON here (default stdout)")
 	bench := flag.Int("bench", 0, "call main.trivial this many times in a tight loop instead, and report ns per call")
 	nowait := flag.Bool("nowait", false, "start without waiting for SIGUSR1")
+	split := flag.Bool("split", false, "call main.work on goroutines locked to their threads instead, and write where its time went")
+	flag.BoolVar(&noNap, "nonap", false, "with -split: main.work only spins")
 	flag.Parse()
 	if !*nowait {
 		c := make(chan os.Signal, 1)
@@ -115,6 +136,8 @@ func main() {
 		}
 		t.BenchNs = float64(time.Since(start).Nanoseconds()) / float64(*bench)
 		t.Count = x
+	} else if *split {
+		t = runSplit(*calls, *gs)
 	} else {
 		t = run(*calls, *gs)
 	}
@@ -169,4 +192,100 @@ func run(calls, gs int) truth {
 		return int64(all[max(r, 1)-1])
 	}
 	return truth{Count: len(all), Panics: panics.Load(), P50Ns: q(0.5), P90Ns: q(0.9), P99Ns: q(0.99), MaxNs: int64(all[len(all)-1]), Recursed: calls / 7}
+}
+
+// spins and naps are main.work's mix, indexed differently so that they
+// combine.
+var (
+	spins = []time.Duration{1, 2, 4}
+	naps  = []time.Duration{1, 1, 2, 4}
+)
+
+// noNap makes main.work only spin (-nonap).
+var noNap bool
+
+// work spins for 1 to 4 ms and then sleeps for 1 to 4 ms.
+//
+//go:noinline
+func work(i int) int {
+	end := time.Now().Add(spins[i%len(spins)] * time.Millisecond)
+	x := 0
+	for time.Now().Before(end) {
+		x++
+	}
+	if !noNap {
+		time.Sleep(naps[(i/3)%len(naps)] * time.Millisecond)
+	}
+	return x
+}
+
+// threadCPU is the calling thread's CPU time.
+func threadCPU() time.Duration {
+	var ts syscall.Timespec
+	const clockThreadCPUTimeID = 3
+	if _, _, e := syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTimeID, uintptr(unsafe.Pointer(&ts)), 0); e != 0 {
+		panic(e)
+	}
+	return time.Duration(ts.Nano())
+}
+
+// runDelay is the calling thread's time waiting on a run queue.
+func runDelay() time.Duration {
+	b, err := os.ReadFile("/proc/thread-self/schedstat")
+	if err != nil {
+		panic(err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		panic("schedstat: " + string(b))
+	}
+	n, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		panic(err)
+	}
+	return time.Duration(n)
+}
+
+func runSplit(calls, gs int) truth {
+	runtime.GOMAXPROCS(gs + 2)
+	var next atomic.Int64
+	var mu sync.Mutex
+	var t truth
+	var wg sync.WaitGroup
+	for range gs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			var wall, running, runnable time.Duration
+			n := 0
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= calls {
+					break
+				}
+				// The wall clock brackets the counters' reads, so that
+				// a wait for a CPU around a read is inside both.
+				start := time.Now()
+				cpu0, rd0 := threadCPU(), runDelay()
+				work(i)
+				cpu, rd := threadCPU()-cpu0, runDelay()-rd0
+				d := time.Since(start)
+				wall += d
+				running += cpu
+				runnable += rd
+				n++
+			}
+			mu.Lock()
+			t.Count += n
+			t.WallNs += int64(wall)
+			t.RunningNs += int64(running)
+			t.RunnableNs += int64(runnable)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	t.BlockedNs = t.WallNs - t.RunningNs - t.RunnableNs
+	return t
 }
