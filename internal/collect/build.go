@@ -54,10 +54,40 @@ type Aggregator struct {
 type UnwindCounts struct {
 	OnCPU, OffCPU     [NumUnwindStops]int64
 	FPOnCPU, FPOffCPU int64
+	// stopsAt counts the walks that stopped early by the outermost address
+	// of their (trimmed) stack.
+	stopsAt map[stopKey]int64
 }
 
-// UnwindCounts returns the counts of the samples added so far.
-func (a *Aggregator) UnwindCounts() UnwindCounts { return a.unwind }
+type stopKey struct {
+	pid  uint32
+	addr uint64
+	leaf bool // the stack's only frame: addr is a pc, not a return address
+	on   bool
+	why  int
+}
+
+// UnwindCounts returns the counts of the samples added so far. A walk that
+// stopped early but whose stack's outermost frame is where a thread begins
+// (threadEntries) counts as whole: it is checked here, by name, once per
+// address, rather than while samples arrive.
+func (a *Aggregator) UnwindCounts() UnwindCounts {
+	c := a.unwind
+	c.stopsAt = nil
+	for k, n := range a.unwind.stopsAt {
+		if !a.threadEntry(k.pid, a.resolvers[k.pid], k.addr, k.leaf) {
+			continue
+		}
+		if k.on {
+			c.OnCPU[k.why] -= n
+			c.OnCPU[UnwindEnd] += n
+		} else {
+			c.OffCPU[k.why] -= n
+			c.OffCPU[UnwindEnd] += n
+		}
+	}
+	return c
+}
 
 // threadEntries are the functions a thread's stack begins with: a walk
 // that stopped after reaching one of them (a frame pointer left set past a
@@ -71,16 +101,15 @@ var threadEntries = map[string]bool{
 
 // threadEntry reports whether the outermost frame of a user stack is where
 // a thread begins; it remembers the answer per address.
-func (a *Aggregator) threadEntry(pid uint32, r ProcessResolver, user []uint64) bool {
-	if r == nil || len(user) == 0 {
+func (a *Aggregator) threadEntry(pid uint32, r ProcessResolver, addr uint64, leaf bool) bool {
+	if r == nil {
 		return false
 	}
-	addr := user[len(user)-1]
 	k := pidAddr{pid, addr}
 	if v, ok := a.entryCache[k]; ok {
 		return v
 	}
-	if len(user) > 1 {
+	if !leaf {
 		addr-- // a return address: look up the call
 	}
 	_, frames := r.Resolve(addr)
@@ -97,11 +126,14 @@ type pidAddr struct {
 	addr uint64
 }
 
-func (c *UnwindCounts) add(s *RawSample, atEntry bool) {
+func (c *UnwindCounts) add(s *RawSample, user []uint64) {
 	on := s.Weight[profile.OnCPU] > 0
 	why, ok := s.UnwindStop()
-	if ok && atEntry {
-		why = UnwindEnd
+	if ok && why != UnwindEnd && len(user) > 0 {
+		if c.stopsAt == nil {
+			c.stopsAt = map[stopKey]int64{}
+		}
+		c.stopsAt[stopKey{s.PID, user[len(user)-1], len(user) == 1, on, why}]++
 	}
 	switch {
 	case !ok && on:
@@ -190,8 +222,7 @@ func (a *Aggregator) Add(s *RawSample) {
 		user = r.TrimStack(r.FixLeaf(s.Regs, s.Snap, user))
 	}
 	if len(s.User) > 0 {
-		why, unwound := s.UnwindStop()
-		a.unwind.add(s, unwound && why != UnwindEnd && a.threadEntry(s.PID, r, user))
+		a.unwind.add(s, user)
 	}
 	a.comm[s.TID] = s.Comm
 	a.perThread[s.TID]++
