@@ -592,20 +592,26 @@ struct unw_search {
 	u32 bad; /* a lookup failed */
 };
 
-/* unw_maps_step: the first mapping whose end is after pc. */
-static long unw_maps_step(u64 i, void *arg)
+/* unw_mid sets key to the middle of s's range; false when s is done. */
+static __always_inline bool unw_mid(struct unw_search *s, u32 *key)
 {
-	struct unw_search *s = arg;
 	if (s->len == 0)
-		return 1;
-	u32 half = s->len / 2;
-	u32 key = s->base + half;
-	struct unw_map *m = bpf_map_lookup_elem(&unw_maps, &key);
-	if (!m) {
+		return false;
+	*key = s->base + s->len / 2;
+	return true;
+}
+
+/* unw_narrow keeps the half of s's range after key (before: the element at
+ * key lies at or before pc) or before it; it stops the loop (1) when the
+ * element could not be looked up. */
+static __always_inline long unw_narrow(struct unw_search *s, u32 key, void *elem, bool before)
+{
+	if (!elem) {
 		s->bad = 1;
 		return 1;
 	}
-	if (m->end <= s->pc) {
+	u32 half = key - s->base;
+	if (before) {
 		s->base = key + 1;
 		s->len -= half + 1;
 	} else {
@@ -614,26 +620,26 @@ static long unw_maps_step(u64 i, void *arg)
 	return 0;
 }
 
+/* unw_maps_step: the first mapping whose end is after pc. */
+static long unw_maps_step(u64 i, void *arg)
+{
+	struct unw_search *s = arg;
+	u32 key;
+	if (!unw_mid(s, &key))
+		return 1;
+	struct unw_map *m = bpf_map_lookup_elem(&unw_maps, &key);
+	return unw_narrow(s, key, m, m && m->end <= s->pc);
+}
+
 /* unw_rows_step: the first row whose pc is after s->pc (an offset). */
 static long unw_rows_step(u64 i, void *arg)
 {
 	struct unw_search *s = arg;
-	if (s->len == 0)
+	u32 key;
+	if (!unw_mid(s, &key))
 		return 1;
-	u32 half = s->len / 2;
-	u32 key = s->base + half;
 	struct unw_row *r = bpf_map_lookup_elem(&unw_rows, &key);
-	if (!r) {
-		s->bad = 1;
-		return 1;
-	}
-	if (r->pc <= (u32)s->pc) {
-		s->base = key + 1;
-		s->len -= half + 1;
-	} else {
-		s->len = half;
-	}
-	return 0;
+	return unw_narrow(s, key, r, r && r->pc <= (u32)s->pc);
 }
 
 /* unw_find_map returns the mapping of process tgid that holds pc, or NULL. */
