@@ -215,15 +215,24 @@ func TestRecordCgoUnwinds(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	out := filepath.Join(t.TempDir(), "cgo.pb.gz")
-	code, stderr := wallprof(t, "record", "-o", out, "--", bin, "3")
+	checkWholeChain(t, out, []string{"main.main", "main.goCaller", "runtime.cgocall", "runtime.asmcgocall", "c_spin", "c_leaf"},
+		"record", "-o", out, "--", bin, "3")
+}
+
+// checkWholeChain records with args into out and checks that at least 95%
+// of the on-CPU time of the chain's last function has the whole chain, in
+// order, in its stack.
+func checkWholeChain(t *testing.T, out string, chain []string, args ...string) {
+	t.Helper()
+	code, stderr := wallprof(t, args...)
 	if code != 0 {
 		t.Fatalf("wallprof record exited %d:\n%s", code, stderr)
 	}
 	p := readProfile(t, out)
-	chain := []string{"main.main", "main.goCaller", "runtime.cgocall", "runtime.asmcgocall", "c_spin", "c_leaf"}
+	leaf := chain[len(chain)-1]
 	var with, whole int64
 	for _, s := range p.Samples {
-		if s.State != profile.OnCPU || !stackHas(s, "c_leaf") {
+		if s.State != profile.OnCPU || !stackHas(s, leaf) {
 			continue
 		}
 		with += s.Value
@@ -232,9 +241,9 @@ func TestRecordCgoUnwinds(t *testing.T) {
 		}
 	}
 	share := float64(whole) / float64(max(with, 1))
-	t.Logf("%.1f%% of c_leaf's on-CPU time has %s\n%s", 100*share, strings.Join(chain, " > "), stderr)
+	t.Logf("%.1f%% of %s's on-CPU time has %s\n%s", 100*share, leaf, strings.Join(chain, " > "), stderr)
 	if with == 0 || share < 0.95 {
-		t.Errorf("%.1f%% of c_leaf's on-CPU time (%d ns) has the whole chain %s; want 95%%", 100*share, with, strings.Join(chain, " > "))
+		t.Errorf("%.1f%% of %s's on-CPU time (%d ns) has the whole chain %s; want 95%%", 100*share, leaf, with, strings.Join(chain, " > "))
 	}
 }
 
@@ -282,27 +291,8 @@ func TestRecordCSharedUnwinds(t *testing.T) {
 				t.Fatalf("gcc: %v\n%s", err, out)
 			}
 			out := filepath.Join(dir, "cshared.pb.gz")
-			code, stderr := wallprof(t, "record", "-o", out, "--", bin, "3")
-			if code != 0 {
-				t.Fatalf("wallprof record exited %d:\n%s", code, stderr)
-			}
-			p := readProfile(t, out)
-			chain := []string{"main", "c_caller", "crosscall2", "main.GoSpin", "main.goLeaf"}
-			var with, whole int64
-			for _, s := range p.Samples {
-				if s.State != profile.OnCPU || !stackHas(s, "main.goLeaf") {
-					continue
-				}
-				with += s.Value
-				if inOrder(stackFuncs(s), chain) {
-					whole += s.Value
-				}
-			}
-			share := float64(whole) / float64(max(with, 1))
-			t.Logf("%.1f%% of main.goLeaf's on-CPU time has %s\n%s", 100*share, strings.Join(chain, " > "), stderr)
-			if with == 0 || share < 0.95 {
-				t.Errorf("%.1f%% of main.goLeaf's on-CPU time (%d ns) has the whole chain %s; want 95%%", 100*share, with, strings.Join(chain, " > "))
-			}
+			checkWholeChain(t, out, []string{"main", "c_caller", "crosscall2", "main.GoSpin", "main.goLeaf"},
+				"record", "-o", out, "--", bin, "3")
 		})
 	}
 }
