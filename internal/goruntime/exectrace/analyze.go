@@ -167,11 +167,16 @@ func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
 
 // gstate is what the analyser knows of one live goroutine.
 type gstate struct {
-	group    int32 // index in analyzer.groups; -1 until known
-	state    trace.GoState
-	since    trace.Time // when it entered state
-	stack    stackID    // its stack when it last stopped running
-	reason   string     // why it is waiting
+	group  int32 // index in analyzer.groups; -1 until known
+	state  trace.GoState
+	since  trace.Time // when it entered state
+	stack  stackID    // its stack when it last stopped running
+	reason int32      // why it is waiting (index in analyzer.rs)
+	// lastStk is the parser's handle of the stack it last stopped in,
+	// and lastID its interned ID (goroutines stop at the same few
+	// places over and over); cleared at each generation.
+	lastStk  trace.Stack
+	lastID   stackID
 	pendRun  time.Duration
 	assistAt trace.Time // start of an open mark assist, or 0
 	regions  []openRegion
@@ -195,7 +200,8 @@ type group struct {
 	running   time.Duration
 	assist    time.Duration
 	sched     hist
-	blocked   map[string]time.Duration // category -> time
+	blocked   map[string]time.Duration // category -> time (built by materialize)
+	blockBy   catTimes
 	syscallNS time.Duration
 }
 
@@ -239,20 +245,25 @@ type analyzer struct {
 	maxProc   trace.ProcID
 
 	st                      *stackTable
-	gs                      map[trace.GoID]*gstate
+	gs                      goTable
+	rs                      *reasonTable
 	groups                  []*group
 	groupOf                 map[string]int32
 	live, running, runnable int64
 
 	sched      hist
-	schedStack map[stackID]*stackStat
+	schedStack map[stackID]*stackStat // built by materialize from schedBy
+	schedBy    stackStats
 	schedWorst []event
 
-	block      map[blockKey]*stackStat
-	blockTotal map[string]time.Duration
+	block      map[blockKey]*stackStat  // built by materialize from blocks
+	blockTotal map[string]time.Duration // built by materialize from blockBy
+	blocks     blockTable
+	blockBy    catTimes
 
 	sys      hist
-	sysStack map[stackID]*stackStat
+	sysStack map[stackID]*stackStat // built by materialize from sysBy
+	sysBy    stackStats
 	sysWorst []event
 	sysLostP int64
 
@@ -271,9 +282,9 @@ type analyzer struct {
 }
 
 func newAnalyzer(opt Options) *analyzer {
-	return &analyzer{opt: opt, st: newStackTable(), gs: map[trace.GoID]*gstate{}, groupOf: map[string]int32{},
-		schedStack: map[stackID]*stackStat{}, block: map[blockKey]*stackStat{}, blockTotal: map[string]time.Duration{},
-		sysStack: map[stackID]*stackStat{}, stwOpen: map[string]pause{}, regions: map[string]*hist{},
+	return &analyzer{opt: opt, st: newStackTable(), gs: goTable{m: map[trace.GoID]*gstate{}}, rs: newReasonTable(),
+		groupOf: map[string]int32{}, blocks: blockTable{byKey: map[uint64]int32{}},
+		stwOpen: map[string]pause{}, regions: map[string]*hist{},
 		tasks: map[trace.TaskID]openTask{}, taskDur: map[string]*hist{}, maxProc: -1}
 }
 
@@ -290,6 +301,9 @@ func (a *analyzer) event(ev *trace.Event) {
 	switch ev.Kind() {
 	case trace.EventSync:
 		a.st.newGeneration()
+		for _, g := range a.gs.m {
+			g.lastStk = trace.NoStack
+		}
 		a.syncs++
 	case trace.EventMetric:
 		if m := ev.Metric(); m.Name == "/sched/gomaxprocs:threads" {
@@ -305,7 +319,7 @@ func (a *analyzer) event(ev *trace.Event) {
 	case trace.EventRangeEnd:
 		a.rangeEnd(ev, t)
 	case trace.EventRegionBegin:
-		if g := a.gs[ev.Goroutine()]; g != nil && len(g.regions) < 1024 {
+		if g := a.gs.get(ev.Goroutine()); g != nil && len(g.regions) < 1024 {
 			g.regions = append(g.regions, openRegion{typ: ev.Region().Type, start: t})
 		}
 	case trace.EventRegionEnd:
@@ -332,7 +346,7 @@ func histIn(m map[string]*hist, k string) *hist {
 }
 
 func (a *analyzer) regionEnd(ev *trace.Event, t trace.Time) {
-	g := a.gs[ev.Goroutine()]
+	g := a.gs.get(ev.Goroutine())
 	if g == nil {
 		return
 	}
@@ -354,7 +368,7 @@ func (a *analyzer) groupIndex(fn string) int32 {
 	i, ok := a.groupOf[fn]
 	if !ok {
 		i = int32(len(a.groups))
-		a.groups = append(a.groups, &group{name: fn, blocked: map[string]time.Duration{}})
+		a.groups = append(a.groups, &group{name: fn})
 		a.groupOf[fn] = i
 	}
 	return i
