@@ -103,28 +103,9 @@ func Analyze(r io.Reader, opt Options) (*Summary, error) {
 	}
 	a := newAnalyzer(opt)
 	a.version = v
-	var events int64
-	for {
-		ev, err := readEvent(tr)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			a.truncated = fmt.Sprintf("the trace is cut short or damaged after %s (%v)", sizeString(cr.n), err)
-			break
-		}
-		a.event(&ev)
-		events++
-		if events%(1<<16) == 0 {
-			if opt.Progress != nil {
-				opt.Progress(cr.n)
-			}
-			if opt.Stop != nil {
-				if err := opt.Stop(); err != nil {
-					return nil, fmt.Errorf("stopped after %s: %w", sizeString(cr.n), err)
-				}
-			}
-		}
+	events, err := a.readAll(tr, cr)
+	if err != nil {
+		return nil, err
 	}
 	a.events = events
 	a.bytes = cr.n
@@ -140,16 +121,45 @@ func Analyze(r io.Reader, opt Options) (*Summary, error) {
 	return a.summary(), nil
 }
 
-// readEvent reads the next event; a panic in the parser (on input it
-// does not expect) becomes an error, so a damaged trace never crashes
-// the command.
-func readEvent(tr *trace.Reader) (ev trace.Event, err error) {
+// readAll feeds the trace's events to the analyser and counts them. A
+// read error, or a panic in the parser (on input it does not expect),
+// ends the reading and is noted as where the trace stops, so a damaged
+// trace never crashes the command. A panic of the analyser itself is not
+// the input's fault and goes on. The error returned is Options.Stop's.
+func (a *analyzer) readAll(tr *trace.Reader, cr *countingReader) (events int64, err error) {
+	inParser := false
 	defer func() {
+		if !inParser {
+			return
+		}
 		if r := recover(); r != nil {
-			err = fmt.Errorf("the trace parser failed: %v", r)
+			a.truncated = fmt.Sprintf("the trace is cut short or damaged after %s (%v)", sizeString(cr.n), fmt.Errorf("the trace parser failed: %v", r))
 		}
 	}()
-	return tr.ReadEvent()
+	for {
+		inParser = true
+		ev, rerr := tr.ReadEvent()
+		inParser = false
+		if rerr == io.EOF {
+			return events, nil
+		}
+		if rerr != nil {
+			a.truncated = fmt.Sprintf("the trace is cut short or damaged after %s (%v)", sizeString(cr.n), rerr)
+			return events, nil
+		}
+		a.event(&ev)
+		events++
+		if events%(1<<16) == 0 {
+			if a.opt.Progress != nil {
+				a.opt.Progress(cr.n)
+			}
+			if a.opt.Stop != nil {
+				if err := a.opt.Stop(); err != nil {
+					return events, fmt.Errorf("stopped after %s: %w", sizeString(cr.n), err)
+				}
+			}
+		}
+	}
 }
 
 func sizeString(n int64) string {
