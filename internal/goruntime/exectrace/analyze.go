@@ -185,11 +185,15 @@ type gstate struct {
 	// lastStk is the parser's handle of the stack it last stopped in,
 	// and lastID its interned ID (goroutines stop at the same few
 	// places over and over); cleared at each generation.
-	lastStk  trace.Stack
-	lastID   stackID
-	pendRun  time.Duration
-	assistAt trace.Time // start of an open mark assist, or 0
-	regions  []openRegion
+	lastStk trace.Stack
+	lastID  stackID
+	// lastBlock is the reason and stack it last blocked with, and
+	// lastBlockAt 1 + their index in analyzer.blocks (0: none).
+	lastBlock   uint64
+	lastBlockAt int32
+	pendRun     time.Duration
+	assistAt    trace.Time // start of an open mark assist, or 0
+	regions     []openRegion
 }
 
 type openRegion struct {
@@ -311,6 +315,7 @@ func (a *analyzer) event(ev *trace.Event) {
 	switch ev.Kind() {
 	case trace.EventSync:
 		a.st.newGeneration()
+		a.rs.forget()
 		for _, g := range a.gs.m {
 			g.lastStk = trace.NoStack
 		}

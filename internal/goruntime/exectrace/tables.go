@@ -2,6 +2,7 @@ package exectrace
 
 import (
 	"time"
+	"unsafe"
 
 	"golang.org/x/exp/trace"
 )
@@ -20,14 +21,25 @@ type reasonTable struct {
 	byName   map[string]int32
 	cats     []string // category i
 	catOf    map[string]int32
-	last     string // the reason looked up last, and its index
-	lastID   int32
 	syscallC int32 // the "syscall" category
+	// recent caches lookups by the address of the parser's string: the
+	// parser hands out the same string from its table each time, within
+	// a generation (forget is called at each generation).
+	recent [8]struct {
+		p  *byte
+		n  int
+		id int32
+	}
+	next int
 }
 
+// forget empties the cache of the parser's strings, whose table goes with
+// its generation.
+func (t *reasonTable) forget() { clear(t.recent[:]) }
+
 func newReasonTable() *reasonTable {
-	t := &reasonTable{byName: map[string]int32{}, catOf: map[string]int32{}}
-	t.id("")
+	t := &reasonTable{byName: map[string]int32{"": 0}, catOf: map[string]int32{}, names: []string{""}}
+	t.cat = []int32{t.category(blockCategory(""))}
 	t.syscallC = t.category("syscall")
 	return t
 }
@@ -44,8 +56,14 @@ func (t *reasonTable) category(name string) int32 {
 
 // id interns a wait reason.
 func (t *reasonTable) id(reason string) int32 {
-	if reason == t.last && t.names != nil {
-		return t.lastID
+	p, n := unsafe.StringData(reason), len(reason)
+	if n == 0 {
+		return 0
+	}
+	for i := range t.recent {
+		if c := &t.recent[i]; c.p == p && c.n == n && p != nil {
+			return c.id
+		}
 	}
 	r, ok := t.byName[reason]
 	if !ok {
@@ -55,7 +73,12 @@ func (t *reasonTable) id(reason string) int32 {
 		t.cat = append(t.cat, t.category(blockCategory(reason)))
 		t.byName[reason] = r
 	}
-	t.last, t.lastID = t.names[r], r
+	t.recent[t.next] = struct {
+		p  *byte
+		n  int
+		id int32
+	}{p, n, r}
+	t.next = (t.next + 1) % len(t.recent)
 	return r
 }
 
@@ -122,14 +145,18 @@ type blockTable struct {
 	stats []blockStat
 }
 
-func (b *blockTable) at(reason int32, stack stackID) *blockStat {
+func (b *blockTable) at(reason int32, stack stackID, g *gstate) *blockStat {
 	k := uint64(uint32(reason))<<32 | uint64(uint32(stack))
+	if g.lastBlock == k && g.lastBlockAt > 0 {
+		return &b.stats[g.lastBlockAt-1]
+	}
 	i, ok := b.byKey[k]
 	if !ok {
 		i = int32(len(b.stats))
 		b.stats = append(b.stats, blockStat{reason: reason, stack: stack})
 		b.byKey[k] = i
 	}
+	g.lastBlock, g.lastBlockAt = k, i+1
 	return &b.stats[i]
 }
 

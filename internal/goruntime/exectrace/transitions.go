@@ -151,7 +151,7 @@ func (a *analyzer) leave(ev *trace.Event, g *gstate, id trace.GoID, to trace.GoS
 		a.schedWorst = keepWorst(a.schedWorst, event{at: g.since, dur: d, g: id, group: g.group, stack: g.stack}, a.opt.Worst)
 	case trace.GoWaiting:
 		cat := a.rs.cat[g.reason]
-		a.blocks.at(g.reason, g.stack).add(d)
+		a.blocks.at(g.reason, g.stack, g).add(d)
 		a.blockBy.add(cat, d)
 		if gr != nil {
 			gr.blockBy.add(cat, d)
