@@ -1,6 +1,13 @@
 package exectrace
 
-import "testing"
+import (
+	"bytes"
+	"errors"
+	"runtime"
+	rtrace "runtime/trace"
+	"testing"
+	"time"
+)
 
 // TestReasonTable checks the interning of wait reasons: "" (waiting since
 // before the trace) is reason 0 in category "unknown", the same reason is
@@ -25,5 +32,57 @@ func TestReasonTable(t *testing.T) {
 	}
 	if rs.cats[rs.syscallC] != "syscall" {
 		t.Errorf("syscall category is %q", rs.cats[rs.syscallC])
+	}
+}
+
+// pingPongTrace records a trace of two goroutines passing a value n times
+// (about 4 events per pass).
+func pingPongTrace(t *testing.T, n int) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := rtrace.Start(&buf); err != nil {
+		t.Skipf("tracing: %v", err)
+	}
+	ping, pong := make(chan int), make(chan int)
+	go func() {
+		for v := range ping {
+			pong <- v
+		}
+		close(pong)
+	}()
+	for i := 0; i < n; i++ {
+		ping <- i
+		<-pong
+	}
+	close(ping)
+	<-pong
+	rtrace.Stop()
+	return buf.Bytes()
+}
+
+// TestTraceStop checks that Options.Stop ends the reading, with its error,
+// and that the parsing goroutine goes away.
+func TestTraceStop(t *testing.T) {
+	data := pingPongTrace(t, 50000)
+	before := runtime.NumGoroutine()
+	stop := errors.New("stop")
+	calls := 0
+	_, err := Analyze(bytes.NewReader(data), Options{Stop: func() error { calls++; return stop }})
+	if calls == 0 {
+		t.Skip("the trace was too small to be stopped")
+	}
+	if !errors.Is(err, stop) {
+		t.Fatalf("err = %v, want the Stop error", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Errorf("%d goroutines after a stopped analysis, %d before", n, before)
+	}
+	s, err := Analyze(bytes.NewReader(data), Options{})
+	if err != nil || s.Events < 1<<16 {
+		t.Fatalf("events %v, err %v", s, err)
 	}
 }
