@@ -49,6 +49,10 @@ type Options struct {
 	// Stop, if set, is checked now and then; Analyze returns its error
 	// when it returns one (say, a context's Err on Ctrl-C).
 	Stop func() error
+
+	// oneReader reads the trace with a single trace.Reader rather than
+	// one per generation (genEvents), for the tests to compare.
+	oneReader bool
 }
 
 // countingReader counts the bytes read through it.
@@ -97,7 +101,12 @@ func Analyze(r io.Reader, opt Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr, err := trace.NewReader(br)
+	var tr eventReader
+	if opt.oneReader {
+		tr, err = trace.NewReader(br)
+	} else {
+		tr, err = newGenEvents(br, v)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w (%v)", ErrNotTrace, err)
 	}
@@ -119,6 +128,11 @@ func Analyze(r io.Reader, opt Options) (*Summary, error) {
 		a.truncated += fmt.Sprintf("; the %d events before it, up to %s into the trace, are summarised", events, fmtMs(ms(a.last.Sub(a.first))))
 	}
 	return a.summary(), nil
+}
+
+// eventReader is trace.Reader or genEvents.
+type eventReader interface {
+	ReadEvent() (trace.Event, error)
 }
 
 // evBatch is a run of events the parser read, passed from the reading
@@ -145,7 +159,7 @@ const batchEvents = 4096
 // A read error, or a panic in the parser (on input it does not expect),
 // ends the reading and is noted as where the trace stops, so a damaged
 // trace never crashes the command. The error returned is Options.Stop's.
-func (a *analyzer) readAll(tr *trace.Reader, cr *countingReader) (events int64, read int64, err error) {
+func (a *analyzer) readAll(tr eventReader, cr *countingReader) (events int64, read int64, err error) {
 	full := make(chan *evBatch, 2)
 	free := make(chan *evBatch, 4)
 	for range cap(free) {
@@ -184,7 +198,7 @@ func (a *analyzer) readAll(tr *trace.Reader, cr *countingReader) (events int64, 
 // readEvents reads the trace into batches until its end, an error or
 // done, and sends them on full; the last batch says how the reading
 // ended.
-func readEvents(tr *trace.Reader, cr *countingReader, full chan<- *evBatch, free <-chan *evBatch, done <-chan struct{}) {
+func readEvents(tr eventReader, cr *countingReader, full chan<- *evBatch, free <-chan *evBatch, done <-chan struct{}) {
 	defer close(full)
 	var b *evBatch
 	select {
@@ -327,6 +341,7 @@ type analyzer struct {
 	truncated string
 	first     trace.Time
 	last      trace.Time
+	lastTs    trace.Time // the time of the event before
 	procs     int64
 	maxProc   trace.ProcID
 
@@ -375,7 +390,14 @@ func newAnalyzer(opt Options) *analyzer {
 }
 
 func (a *analyzer) event(ev *trace.Event) {
+	// The Reader's fix-up: times increase strictly. A no-op on one
+	// Reader's events; across the Readers of genEvents, what one Reader
+	// would have done.
 	t := ev.Time()
+	if t <= a.lastTs {
+		t = a.lastTs + 1
+	}
+	a.lastTs = t
 	if a.first == 0 {
 		a.first = t
 		a.tl.init(t)

@@ -1,0 +1,188 @@
+package exectrace
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"io"
+
+	"golang.org/x/exp/trace"
+)
+
+// The parser (golang.org/x/exp/trace) reads a whole generation before it
+// hands out its events, and it reads the next generation while it still
+// holds the previous one: its memory peaks at both generations at once.
+// genEvents gives it the trace one generation at a time instead, a new
+// Reader for each, so that a generation is garbage once its events are
+// read. A trace's generations are self-contained (each starts with the
+// state of the goroutines and procs it names: that is what lets the
+// flight recorder cut a trace at any generation), so the events are the
+// same; genEvents drops the Sync event each Reader ends with (but the
+// last), and the analyser redoes the Reader's timestamp fix-up across
+// generations (analyzer.time), so that what it sees is what a single
+// Reader would have given.
+
+// Batch header bytes (golang.org/x/exp/trace/internal/tracev2).
+const (
+	evEventBatch        = 1
+	evExperimentalBatch = 49
+	evEndOfGeneration   = 52 // Go 1.26 on
+)
+
+// genSplitter passes the trace's batches of one generation and then
+// io.EOF, until next is called. When it cannot follow the batch headers
+// it passes everything that is left, and the parser says what is wrong.
+type genSplitter struct {
+	br      *bufio.Reader
+	version int    // Go 1.N
+	gen     uint64 // the generation passed, 0 before its first batch
+	left    int64  // bytes of the current batch still to pass
+	end     bool   // the generation ends after the current batch
+	through bool   // pass everything
+}
+
+func (s *genSplitter) Read(p []byte) (int, error) {
+	if s.through {
+		return s.br.Read(p)
+	}
+	if s.left == 0 {
+		if s.end {
+			return 0, io.EOF
+		}
+		if !s.header() {
+			if s.end {
+				return 0, io.EOF
+			}
+			return s.br.Read(p)
+		}
+	}
+	n, err := s.br.Read(p[:min(int64(len(p)), s.left)])
+	s.left -= int64(n)
+	return n, err
+}
+
+// header reads the next batch header, without consuming it, and sets
+// left to the size of the batch, or end at the generation's end. It
+// returns false when there is no header to follow (end of input, or
+// something the parser will complain about), with through set unless
+// the generation ended.
+func (s *genSplitter) header() bool {
+	h, _ := s.br.Peek(2 + 4*binary.MaxVarintLen64)
+	if len(h) == 0 {
+		s.end = true // the end of the trace
+		return false
+	}
+	switch {
+	case h[0] == evEndOfGeneration && s.version >= 26:
+		s.left, s.end = 1, true
+		return true
+	case h[0] == evEventBatch || h[0] == evExperimentalBatch:
+		off := 1
+		if h[0] == evExperimentalBatch {
+			off++
+		}
+		var v [4]uint64 // generation, M, time, size
+		for i := range v {
+			if off > len(h) {
+				s.through = true
+				return false
+			}
+			x, n := binary.Uvarint(h[off:])
+			if n <= 0 {
+				s.through = true
+				return false
+			}
+			v[i], off = x, off+n
+		}
+		if s.gen == 0 {
+			s.gen = v[0]
+		} else if v[0] != s.gen && s.version < 26 {
+			// Before Go 1.26 a generation ends where the next begins.
+			s.end = true
+			return false
+		}
+		s.left = int64(off) + int64(v[3])
+		return true
+	}
+	s.through = true
+	return false
+}
+
+// genEvents reads a trace's events with one Reader per generation.
+type genEvents struct {
+	s      *genSplitter
+	header []byte // the trace's header, for each Reader
+	tr     *trace.Reader
+	n      int          // events read from tr
+	held   *trace.Event // a Sync that may end the trace, or only tr
+	err    error        // the error after held
+}
+
+func newGenEvents(br *bufio.Reader, version int) (*genEvents, error) {
+	h, err := br.Peek(16)
+	if err != nil {
+		return nil, err
+	}
+	g := &genEvents{s: &genSplitter{br: br, version: version}, header: bytes.Clone(h)}
+	if _, err := br.Discard(16); err != nil {
+		return nil, err
+	}
+	g.tr, err = g.reader()
+	return g, err
+}
+
+func (g *genEvents) reader() (*trace.Reader, error) {
+	g.n = 0
+	return trace.NewReader(io.MultiReader(bytes.NewReader(g.header), g.s))
+}
+
+// ReadEvent returns the next event, as trace.Reader.ReadEvent does.
+func (g *genEvents) ReadEvent() (trace.Event, error) {
+	if g.held != nil {
+		ev := *g.held
+		g.held = nil
+		return ev, nil
+	}
+	if g.err != nil {
+		return trace.Event{}, g.err
+	}
+	for {
+		ev, err := g.tr.ReadEvent()
+		if err == io.EOF && !g.s.through {
+			if _, perr := g.s.br.Peek(1); perr == nil {
+				// This generation is over and another follows: a new
+				// Reader, without the Sync this one ended with.
+				g.s.gen, g.s.end = 0, false
+				if g.tr, err = g.reader(); err != nil {
+					return trace.Event{}, err
+				}
+				g.held = nil
+				continue
+			}
+		}
+		if err != nil {
+			return ev, err
+		}
+		g.n++
+		if ev.Kind() == trace.EventSync && g.n > 1 {
+			// The Reader's last event, before io.EOF or an error.
+			ev2, err2 := g.tr.ReadEvent()
+			if err2 == io.EOF && !g.s.through {
+				if _, perr := g.s.br.Peek(1); perr == nil {
+					g.s.gen, g.s.end = 0, false
+					if g.tr, err = g.reader(); err != nil {
+						return trace.Event{}, err
+					}
+					continue
+				}
+			}
+			if err2 != nil {
+				g.err = err2
+			} else {
+				g.n++
+				g.held = &ev2
+			}
+		}
+		return ev, nil
+	}
+}
