@@ -101,23 +101,30 @@ func Analyze(r io.Reader, opt Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	var tr eventReader
+	var read readFunc
 	if opt.oneReader {
+		var tr *trace.Reader
 		tr, err = trace.NewReader(br)
+		read = func(dst *trace.Event) (err error) {
+			*dst, err = tr.ReadEvent()
+			return err
+		}
 	} else {
-		tr, err = newGenEvents(br, v)
+		var g *genEvents
+		g, err = newGenEvents(br, v)
+		read = g.read
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w (%v)", ErrNotTrace, err)
 	}
 	a := newAnalyzer(opt)
 	a.version = v
-	events, read, err := a.readAll(tr, cr)
+	events, nread, err := a.readAll(read, cr)
 	if err != nil {
 		return nil, err
 	}
 	a.events = events
-	a.bytes = read
+	a.bytes = nread
 	if events <= 1 { // a trace starts with a Sync event
 		if a.truncated != "" {
 			return nil, fmt.Errorf("%w: %s, before its first complete batch of events", ErrTruncated, a.truncated)
@@ -130,10 +137,9 @@ func Analyze(r io.Reader, opt Options) (*Summary, error) {
 	return a.summary(), nil
 }
 
-// eventReader is trace.Reader or genEvents.
-type eventReader interface {
-	ReadEvent() (trace.Event, error)
-}
+// readFunc reads the next event into dst: genEvents.read, or
+// trace.Reader.ReadEvent.
+type readFunc func(dst *trace.Event) error
 
 // evBatch is a run of events the parser read, passed from the reading
 // goroutine to the analysing one.
@@ -161,7 +167,7 @@ const batchEvents = 16384
 // A read error, or a panic in the parser (on input it does not expect),
 // ends the reading and is noted as where the trace stops, so a damaged
 // trace never crashes the command. The error returned is Options.Stop's.
-func (a *analyzer) readAll(tr eventReader, cr *countingReader) (events int64, read int64, err error) {
+func (a *analyzer) readAll(read readFunc, cr *countingReader) (events int64, nread int64, err error) {
 	full := make(chan *evBatch, 2)
 	free := make(chan *evBatch, 4)
 	for range cap(free) {
@@ -169,7 +175,7 @@ func (a *analyzer) readAll(tr eventReader, cr *countingReader) (events int64, re
 	}
 	done := make(chan struct{})
 	defer close(done)
-	go readEvents(tr, cr, full, free, done)
+	go readEvents(read, cr, full, free, done)
 	for b := range full {
 		for i := range b.evs {
 			a.event(&b.evs[i])
@@ -185,22 +191,22 @@ func (a *analyzer) readAll(tr eventReader, cr *countingReader) (events int64, re
 				}
 			}
 		}
-		read = b.read
+		nread = b.read
 		if b.last {
 			a.truncated = b.end
-			return events, read, nil
+			return events, nread, nil
 		}
 		clear(b.evs) // drop the references to the generation's tables
 		b.evs = b.evs[:0]
 		free <- b
 	}
-	return events, read, nil
+	return events, nread, nil
 }
 
 // readEvents reads the trace into batches until its end, an error or
 // done, and sends them on full; the last batch says how the reading
 // ended.
-func readEvents(tr eventReader, cr *countingReader, full chan<- *evBatch, free <-chan *evBatch, done <-chan struct{}) {
+func readEvents(read readFunc, cr *countingReader, full chan<- *evBatch, free <-chan *evBatch, done <-chan struct{}) {
 	defer close(full)
 	var b *evBatch
 	select {
@@ -234,8 +240,7 @@ func readEvents(tr eventReader, cr *countingReader, full chan<- *evBatch, free <
 	for {
 		n := len(b.evs)
 		b.evs = b.evs[:n+1]
-		var err error
-		b.evs[n], err = tr.ReadEvent() // into its place in the batch: an Event is 100 bytes
+		err := read(&b.evs[n]) // into its place in the batch
 		if err != nil {
 			b.evs = b.evs[:n]
 		}

@@ -136,53 +136,69 @@ func (g *genEvents) reader() (*trace.Reader, error) {
 	return trace.NewReader(io.MultiReader(bytes.NewReader(g.header), g.s))
 }
 
-// ReadEvent returns the next event, as trace.Reader.ReadEvent does.
-func (g *genEvents) ReadEvent() (trace.Event, error) {
+// read reads the next event into dst (an Event is 100 bytes: not copied
+// more than needed), as trace.Reader.ReadEvent does.
+func (g *genEvents) read(dst *trace.Event) error {
 	if g.held != nil {
-		ev := *g.held
+		*dst = *g.held
 		g.held = nil
-		return ev, nil
+		return nil
 	}
 	if g.err != nil {
-		return trace.Event{}, g.err
+		return g.err
 	}
 	for {
-		ev, err := g.tr.ReadEvent()
-		if err == io.EOF && !g.s.through {
-			if _, perr := g.s.br.Peek(1); perr == nil {
-				// This generation is over and another follows: a new
-				// Reader, without the Sync this one ended with.
-				g.s.gen, g.s.end = 0, false
-				if g.tr, err = g.reader(); err != nil {
-					return trace.Event{}, err
-				}
-				g.held = nil
-				continue
-			}
-		}
+		var err error
+		*dst, err = g.tr.ReadEvent()
 		if err != nil {
-			return ev, err
-		}
-		g.n++
-		if ev.Kind() == trace.EventSync && g.n > 1 {
-			// The Reader's last event, before io.EOF or an error.
-			ev2, err2 := g.tr.ReadEvent()
-			if err2 == io.EOF && !g.s.through {
-				if _, perr := g.s.br.Peek(1); perr == nil {
-					g.s.gen, g.s.end = 0, false
-					if g.tr, err = g.reader(); err != nil {
-						return trace.Event{}, err
+			if err == io.EOF {
+				if ok, err := g.nextReader(); err != nil || ok {
+					if err != nil {
+						return err
 					}
 					continue
 				}
 			}
-			if err2 != nil {
-				g.err = err2
+			return err
+		}
+		g.n++
+		if g.n > 1 && dst.Kind() == trace.EventSync {
+			// A Reader's last event, before io.EOF or an error: the end of
+			// the trace, or only of this generation (then dropped).
+			next, err := g.tr.ReadEvent()
+			if err == io.EOF {
+				ok, nerr := g.nextReader()
+				if ok {
+					continue
+				}
+				if nerr != nil {
+					err = nerr
+				}
+			}
+			if err != nil {
+				g.err = err
 			} else {
 				g.n++
-				g.held = &ev2
+				g.held = &next
 			}
 		}
-		return ev, nil
+		return nil
 	}
+}
+
+// nextReader starts a Reader for the next generation, if there is one.
+func (g *genEvents) nextReader() (bool, error) {
+	if g.s.through {
+		return false, nil
+	}
+	if _, err := g.s.br.Peek(1); err != nil {
+		return false, nil
+	}
+	g.s.gen, g.s.end = 0, false
+	tr, err := g.reader()
+	if err != nil {
+		return false, err
+	}
+	g.tr = tr
+	return true, nil
 }
