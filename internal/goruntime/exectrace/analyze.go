@@ -6,8 +6,12 @@
 //
 // Contract: Analyze reads the trace once, front to back, and holds state
 // for the live goroutines, open regions and tasks, the distinct stacks and
-// one record per pause; never the events themselves (the parser buffers
-// one generation of the trace, about a second of it). It never panics on
+// one record per pause; never the events themselves. The parser
+// (golang.org/x/exp/trace) buffers one generation of the trace (about a
+// second of it, longer when the traced program starves the runtime's
+// advancer) and keeps about twice its size; genEvents gives it one
+// generation at a time, so that peak memory is about 2.4 times the
+// largest generation, whatever the trace's length. It never panics on
 // bad input: a file that is not a trace, a trace older than Go 1.22 and an
 // empty file are errors (ErrNotTrace, ErrOldTrace, ErrEmpty); a trace
 // that stops early is summarised up to where it stops, with Truncated set.
@@ -159,8 +163,8 @@ const batchEvents = 16384
 // readAll feeds the trace's events to the analyser and counts them.
 //
 // The parser runs on a goroutine of its own and hands over the events in
-// batches, so that parsing and analysis overlap on two CPUs (each takes
-// about half the time). The events are analysed in the order read; an
+// batches, so that parsing and analysis overlap on two CPUs (the parser
+// takes about 60% of the CPU time, the analysis 40%). The events are analysed in the order read; an
 // Event stays valid after the next is read (it refers to its
 // generation's tables, which nothing changes).
 //
