@@ -9,10 +9,10 @@
 // one record per pause; never the events themselves. The parser
 // (golang.org/x/exp/trace) buffers one generation of the trace (about a
 // second of it, longer when the traced program starves the runtime's
-// advancer) and keeps about twice its size; genEvents gives it one
-// generation at a time, so that peak memory is about 2.5 times the
-// largest generation (for large ones), whatever the trace's length.
-// It never panics on
+// advancer); genEvents gives it one generation at a time and spares it a
+// copy of each batch, so that peak memory is about 1.1 times the largest
+// generation (for large ones), whatever the trace's length. It never
+// panics on
 // bad input: a file that is not a trace, a trace older than Go 1.22 and an
 // empty file are errors (ErrNotTrace, ErrOldTrace, ErrEmpty); a trace
 // that stops early is summarised up to where it stops, with Truncated set.

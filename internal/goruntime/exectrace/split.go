@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"io"
+	"unsafe"
 
 	"golang.org/x/exp/trace"
 )
@@ -29,19 +30,41 @@ const (
 	evEndOfGeneration   = 52 // Go 1.26 on
 )
 
-// genSplitter passes the trace's batches of one generation and then
-// io.EOF, until next is called. When it cannot follow the batch headers
-// it passes everything that is left, and the parser says what is wrong.
+// genSplitter passes the trace's header and then its batches of one
+// generation, and then io.EOF, until the next generation is started.
+// When it cannot follow the batch headers it passes everything that is
+// left, and the parser says what is wrong.
+//
+// It also spares the parser a copy: the parser reads each batch with
+// io.CopyN into a bytes.Buffer grown to the batch's size, whose ReadFrom
+// grows it again, to twice the size, to find out that the batch has
+// ended; so a generation would take twice its size in memory. When the
+// parser's bufio.Reader, empty, asks for exactly the rest of a batch
+// straight into that buffer (a batch longer than its 4096-byte buffer),
+// the splitter fills it in full and returns io.EOF with it: ReadFrom
+// stops there, and bufio.Reader hands the io.EOF to its caller and
+// forgets it. Reads into the bufio.Reader's own buffer never get io.EOF
+// with data (the parser would take it for the end of the trace); the
+// splitter knows that buffer's address.
 type genSplitter struct {
 	br      *bufio.Reader
 	version int    // Go 1.N
+	pre     []byte // the trace's header, still to pass
 	gen     uint64 // the generation passed, 0 before its first batch
 	left    int64  // bytes of the current batch still to pass
+	size    int64  // of which its data (after the header)
 	end     bool   // the generation ends after the current batch
 	through bool   // pass everything
+	// bufLo, bufHi: the parser's bufio.Reader's buffer.
+	bufLo, bufHi uintptr
 }
 
 func (s *genSplitter) Read(p []byte) (int, error) {
+	if len(s.pre) > 0 {
+		n := copy(p, s.pre)
+		s.pre = s.pre[n:]
+		return n, nil
+	}
 	if s.through {
 		return s.br.Read(p)
 	}
@@ -56,9 +79,33 @@ func (s *genSplitter) Read(p []byte) (int, error) {
 			return s.br.Read(p)
 		}
 	}
+	if s.left > s.size {
+		// The batch header: on its own, so that the parser's buffer is
+		// empty when it reads the data.
+		n, err := s.br.Read(p[:min(int64(len(p)), s.left-s.size)])
+		s.left -= int64(n)
+		return n, err
+	}
+	if int64(len(p)) == s.left && !s.inParserBuf(p) {
+		n, err := io.ReadFull(s.br, p)
+		s.left -= int64(n)
+		switch {
+		case err == nil:
+			return n, io.EOF // the end of the batch: see genSplitter
+		case n > 0:
+			return n, nil // cut short: the next read says so
+		}
+		return 0, io.EOF
+	}
 	n, err := s.br.Read(p[:min(int64(len(p)), s.left)])
 	s.left -= int64(n)
 	return n, err
+}
+
+// inParserBuf says whether p is in the buffer of the parser's bufio.Reader.
+func (s *genSplitter) inParserBuf(p []byte) bool {
+	a := uintptr(unsafe.Pointer(unsafe.SliceData(p)))
+	return s.bufHi == 0 || a >= s.bufLo && a < s.bufHi
 }
 
 // header reads the next batch header, without consuming it, and sets
@@ -74,7 +121,7 @@ func (s *genSplitter) header() bool {
 	}
 	switch {
 	case h[0] == evEndOfGeneration && s.version >= 26:
-		s.left, s.end = 1, true
+		s.left, s.size, s.end = 1, 0, true
 		return true
 	case h[0] == evEventBatch || h[0] == evExperimentalBatch:
 		off := 1
@@ -101,7 +148,7 @@ func (s *genSplitter) header() bool {
 			s.end = true
 			return false
 		}
-		s.left = int64(off) + int64(v[3])
+		s.left, s.size = int64(off)+int64(v[3]), int64(v[3])
 		return true
 	}
 	s.through = true
@@ -133,7 +180,17 @@ func newGenEvents(br *bufio.Reader, version int) (*genEvents, error) {
 
 func (g *genEvents) reader() (*trace.Reader, error) {
 	g.n = 0
-	return trace.NewReader(io.MultiReader(bytes.NewReader(g.header), g.s))
+	s := g.s
+	s.pre, s.bufLo, s.bufHi = g.header, 0, 0
+	// trace.NewReader uses a *bufio.Reader of 4096 bytes or more as it is.
+	pbr := bufio.NewReaderSize(s, 4096)
+	h, err := pbr.Peek(len(g.header)) // the header, at the start of its buffer
+	if err != nil {
+		return nil, err
+	}
+	s.bufLo = uintptr(unsafe.Pointer(unsafe.SliceData(h)))
+	s.bufHi = s.bufLo + uintptr(cap(h))
+	return trace.NewReader(pbr)
 }
 
 // read reads the next event into dst (an Event is 100 bytes: not copied

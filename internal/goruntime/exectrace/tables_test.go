@@ -1,12 +1,16 @@
 package exectrace
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"io"
 	"runtime"
 	rtrace "runtime/trace"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // TestReasonTable checks the interning of wait reasons: "" (waiting since
@@ -84,5 +88,87 @@ func TestTraceStop(t *testing.T) {
 	s, err := Analyze(bytes.NewReader(data), Options{})
 	if err != nil || s.Events < 1<<16 {
 		t.Fatalf("events %v, err %v", s, err)
+	}
+}
+
+// TestGenSplitter reads a made-up Go 1.26 trace of two generations
+// through genSplitter the way the parser does (golang.org/x/exp/trace's
+// readBatch: a byte and four uvarints, then io.CopyN into a bytes.Buffer
+// grown to the batch's size), and checks that each generation ends with
+// io.EOF, that the data is intact, and that a batch longer than the
+// parser's buffer is not copied into a buffer twice its size.
+func TestGenSplitter(t *testing.T) {
+	header := []byte("go 1.26 trace\x00\x00\x00")
+	var in bytes.Buffer
+	in.Write(header)
+	payload := func(gen, size int) []byte {
+		b := make([]byte, size)
+		for i := range b {
+			b[i] = byte(gen*7 + i)
+		}
+		return b
+	}
+	sizes := [][]int{{10000, 100, 65000}, {5000}}
+	for g, batches := range sizes {
+		for _, size := range batches {
+			in.WriteByte(evEventBatch)
+			for _, v := range []uint64{uint64(g + 1), 3, 12345, uint64(size)} {
+				in.Write(binary.AppendUvarint(nil, v))
+			}
+			in.Write(payload(g+1, size))
+		}
+		in.WriteByte(evEndOfGeneration)
+	}
+	ge, err := newGenEvents(bufio.NewReaderSize(&in, 1<<16), 26)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = ge.tr // the first generation's Reader has not read anything yet
+	for g, batches := range sizes {
+		s := ge.s
+		s.gen, s.end = 0, false
+		s.pre, s.bufLo, s.bufHi = ge.header, 0, 0
+		pbr := bufio.NewReaderSize(s, 4096)
+		h, err := pbr.Peek(16)
+		if err != nil || !bytes.Equal(h, header) {
+			t.Fatalf("generation %d: header %q, %v", g+1, h, err)
+		}
+		s.bufLo = uintptr(unsafe.Pointer(unsafe.SliceData(h)))
+		s.bufHi = s.bufLo + uintptr(cap(h))
+		pbr.Discard(16)
+		for _, size := range batches {
+			if b, err := pbr.ReadByte(); err != nil || b != evEventBatch {
+				t.Fatalf("generation %d: batch byte %d, %v", g+1, b, err)
+			}
+			var v [4]uint64
+			for i := range v {
+				if v[i], err = binary.ReadUvarint(pbr); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if v[0] != uint64(g+1) || v[3] != uint64(size) {
+				t.Fatalf("generation %d: batch header %v", g+1, v)
+			}
+			var data bytes.Buffer
+			data.Grow(size)
+			if n, err := io.CopyN(&data, pbr, int64(size)); n != int64(size) || err != nil {
+				t.Fatalf("generation %d: copied %d of %d bytes, %v", g+1, n, size, err)
+			}
+			if !bytes.Equal(data.Bytes(), payload(g+1, size)) {
+				t.Fatalf("generation %d: a batch of %d bytes came out different", g+1, size)
+			}
+			if size > 4096 && data.Cap() > size*3/2 {
+				t.Errorf("generation %d: a batch of %d bytes was copied into a buffer of %d", g+1, size, data.Cap())
+			}
+		}
+		if b, err := pbr.ReadByte(); err != nil || b != evEndOfGeneration {
+			t.Fatalf("generation %d: end byte %d, %v", g+1, b, err)
+		}
+		if b, err := pbr.ReadByte(); err != io.EOF {
+			t.Fatalf("generation %d: after its end, %d, %v; want io.EOF", g+1, b, err)
+		}
+	}
+	if _, err := ge.s.br.Peek(1); err != io.EOF {
+		t.Errorf("input left after the last generation: %v", err)
 	}
 }
