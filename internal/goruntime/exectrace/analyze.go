@@ -439,6 +439,14 @@ func (a *analyzer) event(ev *trace.Event) {
 		st := ev.StateTransition()
 		if st.Resource.Kind == trace.ResourceGoroutine {
 			a.goTransition(ev, &st, t)
+		} else if st.Resource.Kind == trace.ResourceProc {
+			// A P that starts running is bound to a thread: the events
+			// after it there name it. Counted here too, because at the
+			// start of a generation a Reader that did not read the
+			// previous one (genEvents) does not know the binding yet.
+			if _, to := st.Proc(); to == trace.ProcRunning {
+				a.maxProc = max(a.maxProc, st.Resource.Proc())
+			}
 		}
 	case trace.EventRangeBegin, trace.EventRangeActive:
 		a.rangeBegin(ev, t)
