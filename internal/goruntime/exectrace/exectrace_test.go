@@ -58,6 +58,7 @@ func runGroundTruth(t *testing.T) (*Summary, truth) {
 	if s.Truncated != "" {
 		t.Fatalf("a complete trace read as truncated: %s", s.Truncated)
 	}
+	sameAsOneReader(t, tracePath, s)
 	return s, gt
 }
 
@@ -257,5 +258,33 @@ func TestPeriod(t *testing.T) {
 	p := periodOf(ts)
 	if p == nil || !p.Periodic || math.Abs(p.MedianMs-200) > 2 {
 		t.Errorf("period %+v, want 200 ms", p)
+	}
+}
+
+// sameAsOneReader checks that the summary of a trace read one generation
+// at a time (genEvents) is the one a single trace.Reader gives.
+func sameAsOneReader(t *testing.T, path string, s *Summary) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	one, err := Analyze(f, Options{Name: s.Name, oneReader: true})
+	if err != nil {
+		t.Fatalf("Analyze with one Reader: %v", err)
+	}
+	if s.Generations < 2 {
+		t.Errorf("the trace has %d generations: too few to compare reading them one at a time", s.Generations)
+	}
+	var a, b bytes.Buffer
+	if err := WriteJSON(&a, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteJSON(&b, one); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a.Bytes(), b.Bytes()) {
+		t.Errorf("the summary read one generation at a time differs from one Reader's:\n%s\n---\n%s", a.Bytes(), b.Bytes())
 	}
 }

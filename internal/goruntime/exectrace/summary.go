@@ -241,6 +241,7 @@ func round1(v float64) float64 { return math.Round(v*10) / 10 }
 func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
 
 func (a *analyzer) summary() *Summary {
+	a.materialize()
 	dur := a.last.Sub(a.first)
 	s := &Summary{Format: Format, Name: a.opt.Name, GoVersion: "1." + strconv.Itoa(a.version), Bytes: a.bytes,
 		Events: a.events, Generations: max(a.syncs-1, 0), DurationMs: ms(dur), Procs: a.procs, Truncated: a.truncated, stacks: a.st}

@@ -18,6 +18,9 @@ type timeline struct {
 	start trace.Time
 	width int64 // ns per bin
 	bins  []tbin
+	// cur is the bin at returned last, covering [curLo, curHi).
+	cur          int
+	curLo, curHi trace.Time
 }
 
 func (tl *timeline) init(t trace.Time) {
@@ -37,7 +40,20 @@ func (tl *timeline) index(t trace.Time) int {
 	return int(int64(t-tl.start) / tl.width)
 }
 
-func (tl *timeline) at(t trace.Time) *tbin { return &tl.bins[tl.index(t)] }
+func (tl *timeline) at(t trace.Time) *tbin {
+	if t >= tl.curLo && t < tl.curHi {
+		return &tl.bins[tl.cur]
+	}
+	i := tl.index(t)
+	tl.cur = i
+	if t >= tl.start {
+		tl.curLo = tl.start + trace.Time(int64(i)*tl.width)
+		tl.curHi = tl.curLo + trace.Time(tl.width)
+	} else {
+		tl.curLo, tl.curHi = 0, 0
+	}
+	return &tl.bins[i]
+}
 
 func (tl *timeline) compact() {
 	for i := 0; i < timelineBins/2; i++ {
@@ -48,6 +64,7 @@ func (tl *timeline) compact() {
 	}
 	clear(tl.bins[timelineBins/2:])
 	tl.width *= 2
+	tl.curLo, tl.curHi = 0, 0
 }
 
 // interval spreads [from, to) over the bins it covers.

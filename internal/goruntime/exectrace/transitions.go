@@ -37,13 +37,13 @@ func blockCategory(reason string) string {
 func (a *analyzer) goTransition(ev *trace.Event, st *trace.StateTransition, t trace.Time) {
 	id := st.Resource.Goroutine()
 	from, to := st.Goroutine()
-	g := a.gs[id]
+	g := a.gs.get(id)
 	if g == nil {
 		if to == trace.GoNotExist {
 			return
 		}
 		g = &gstate{group: -1, state: from, since: t}
-		a.gs[id] = g
+		a.gs.put(id, g)
 		a.live++
 		if from == trace.GoNotExist {
 			a.created++
@@ -63,7 +63,17 @@ func (a *analyzer) goTransition(ev *trace.Event, st *trace.StateTransition, t tr
 	}
 	a.leave(ev, g, id, to, t)
 	if g.state == trace.GoRunning && to != trace.GoRunning {
-		s := a.st.intern(ev.Stack())
+		stk := st.Stack // the event's own stack, for every transition from running that has one
+		if stk == trace.NoStack {
+			stk = ev.Stack()
+		}
+		var s stackID
+		if stk == g.lastStk && stk != trace.NoStack {
+			s = g.lastID
+		} else {
+			s = a.st.intern(stk)
+			g.lastStk, g.lastID = stk, s
+		}
 		if s != 0 {
 			g.stack = s
 		}
@@ -79,7 +89,7 @@ func (a *analyzer) goTransition(ev *trace.Event, st *trace.StateTransition, t tr
 		a.runnable--
 	}
 	if to == trace.GoWaiting {
-		g.reason = st.Reason
+		g.reason = a.rs.id(st.Reason)
 	}
 	g.state, g.since = to, t
 	if to == trace.GoNotExist {
@@ -90,7 +100,7 @@ func (a *analyzer) goTransition(ev *trace.Event, st *trace.StateTransition, t tr
 			a.learnGroup(g, 0)
 			a.groups[a.groupIndex("(unknown start)")].running += g.pendRun
 		}
-		delete(a.gs, id)
+		a.gs.del(id)
 		a.live--
 	}
 	b := a.tl.at(t)
@@ -137,31 +147,25 @@ func (a *analyzer) leave(ev *trace.Event, g *gstate, id trace.GoID, to trace.GoS
 		if gr != nil {
 			gr.sched.add(d)
 		}
-		statIn(a.schedStack, g.stack).add(d)
+		a.schedBy.at(g.stack).add(d)
 		a.schedWorst = keepWorst(a.schedWorst, event{at: g.since, dur: d, g: id, group: g.group, stack: g.stack}, a.opt.Worst)
 	case trace.GoWaiting:
-		cat := blockCategory(g.reason)
-		k := blockKey{category: cat, reason: g.reason, stack: g.stack}
-		s := a.block[k]
-		if s == nil {
-			s = &stackStat{}
-			a.block[k] = s
-		}
-		s.add(d)
-		a.blockTotal[cat] += d
+		cat := a.rs.cat[g.reason]
+		a.blocks.at(g.reason, g.stack, g).add(d)
+		a.blockBy.add(cat, d)
 		if gr != nil {
-			gr.blocked[cat] += d
+			gr.blockBy.add(cat, d)
 		}
 	case trace.GoSyscall:
 		a.sys.add(d)
-		statIn(a.sysStack, g.stack).add(d)
+		a.sysBy.at(g.stack).add(d)
 		a.sysWorst = keepWorst(a.sysWorst, event{at: g.since, dur: d, g: id, group: g.group, stack: g.stack}, a.opt.Worst)
 		if to == trace.GoRunnable {
 			a.sysLostP++
 		}
-		a.blockTotal["syscall"] += d
+		a.blockBy.add(a.rs.syscallC, d)
 		if gr != nil {
-			gr.blocked["syscall"] += d
+			gr.blockBy.add(a.rs.syscallC, d)
 		}
 	}
 }
@@ -178,7 +182,7 @@ func (a *analyzer) rangeBegin(ev *trace.Event, t trace.Time) {
 			a.gcCycles = append(a.gcCycles, t)
 		}
 	case r.Name == "GC mark assist" && r.Scope.Kind == trace.ResourceGoroutine:
-		if g := a.gs[r.Scope.Goroutine()]; g != nil {
+		if g := a.gs.get(r.Scope.Goroutine()); g != nil {
 			g.assistAt = t
 			a.learnGroup(g, a.st.intern(ev.Stack()))
 		}
@@ -205,7 +209,7 @@ func (a *analyzer) rangeEnd(ev *trace.Event, t trace.Time) {
 			a.gcOpen = 0
 		}
 	case r.Name == "GC mark assist" && r.Scope.Kind == trace.ResourceGoroutine:
-		if g := a.gs[r.Scope.Goroutine()]; g != nil && g.assistAt != 0 {
+		if g := a.gs.get(r.Scope.Goroutine()); g != nil && g.assistAt != 0 {
 			d := t.Sub(g.assistAt)
 			g.assistAt = 0
 			if g.group >= 0 {
@@ -215,15 +219,6 @@ func (a *analyzer) rangeEnd(ev *trace.Event, t trace.Time) {
 			}
 		}
 	}
-}
-
-func statIn(m map[stackID]*stackStat, s stackID) *stackStat {
-	v := m[s]
-	if v == nil {
-		v = &stackStat{}
-		m[s] = v
-	}
-	return v
 }
 
 func (s *stackStat) add(d time.Duration) {
