@@ -351,6 +351,9 @@ func (u *unwindTables) load(pid uint32, maps []symbolize.UnwindMapping) {
 	}
 	entry := bpf.WallprofUnwProc{N: uint32(len(maps)), Slot: slot}
 	for _, m := range maps {
+		if m.Go {
+			entry.Go = 1
+		}
 		if m.CgoCallback[0] != 0 {
 			entry.CgocbLo, entry.CgocbHi = m.CgoCallback[0], m.CgoCallback[1]
 			entry.GoexitLo, entry.GoexitHi = m.GoExit[0], m.GoExit[1]

@@ -280,6 +280,7 @@ type UnwindMapping struct {
 	// thread's stack.
 	CgoCallback [2]uint64
 	GoExit      [2]uint64 // runtime.goexit, likewise
+	Go          bool      // Go code (.gopclntab): its frameless leaves need the stack snapshot
 }
 
 // UnwindMappings returns the process's file-backed executable mappings with
@@ -304,7 +305,7 @@ func (p *Process) UnwindMappings() []UnwindMapping {
 			key = r.obj.name
 		}
 		m := UnwindMapping{Start: r.m.Start, Limit: r.m.Limit, Bias: r.m.Start - va,
-			Key: key, Table: r.obj.unwindTable()}
+			Key: key, Table: r.obj.unwindTable(), Go: r.obj.goTable() != nil}
 		if cb, exit, ok := r.obj.cgoCallback(); ok && cb[0]+m.Bias >= m.Start && cb[0]+m.Bias < m.Limit {
 			m.CgoCallback = [2]uint64{cb[0] + m.Bias, cb[1] + m.Bias}
 			m.GoExit = [2]uint64{exit[0] + m.Bias, exit[1] + m.Bias}

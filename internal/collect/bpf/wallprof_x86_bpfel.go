@@ -145,6 +145,8 @@ type WallprofUnwProc struct {
 	CgocbHi  uint64
 	GoexitLo uint64
 	GoexitHi uint64
+	Go       uint32
+	Pad      uint32
 }
 
 type WallprofUnwRow struct {

@@ -281,6 +281,8 @@ enum { UNWR_END = 0, UNWR_DEPTH, UNWR_READ, UNWR_RULE, UNWR_STACK, UNWR_INTERNAL
 /* The thread's pc lay in none of the mappings the tables know: they are
  * out of date (an exec, a dlopen) or the code is anonymous (JIT). */
 #define UNW_NOMAP 0x200
+/* In unwind_regs's result only: take the stack snapshot (unw_proc.go). */
+#define UNW_SNAP 0x400
 
 struct unw_row {
 	u32 pc;      /* offset from the file's base */
@@ -310,6 +312,11 @@ struct unw_proc {
 	 * thread's stack. */
 	u64 cgocb_lo, cgocb_hi;
 	u64 goexit_lo, goexit_hi; /* runtime.goexit's code */
+	/* 1: the process has Go code, whose frameless leaves user space
+	 * repairs from the stack snapshot; 0: the walk is all there is, and
+	 * the snapshot is not taken. */
+	u32 go;
+	u32 pad;
 };
 
 /* The Go runtime's layout (amd64, stable since Go 1.4): g.m, m.g0, and
@@ -852,15 +859,17 @@ static long unw_step_task(u64 i, void *arg)
 __attribute__((noinline)) int unwind_regs(u64 ip, u64 sp, u64 bp, u64 g, u64 tgid_slot)
 {
 	u32 tgid = tgid_slot >> 32, slot = (u32)tgid_slot;
-	if (!bpf_map_lookup_elem(&unw_procs, &tgid))
+	struct unw_proc *p = bpf_map_lookup_elem(&unw_procs, &tgid);
+	if (!p)
 		return 0;
+	u32 snap = p->go ? UNW_SNAP : 0;
 	u32 nomap = unw_find_map(tgid, ip) ? 0 : UNW_NOMAP;
 	struct unw_ctx c = {.ip = ip, .sp = sp, .bp = bp, .tgid = tgid, .slot = slot, .why = UNWR_DEPTH, .g = g};
 	bpf_loop(MAX_STACK, unw_step, &c, 0);
 	u32 n = c.n;
 	if (n > MAX_STACK)
 		n = MAX_STACK;
-	return (int)(n | ((UNW_DONE | nomap | c.why) << 16));
+	return (int)(n | ((UNW_DONE | nomap | snap | c.why) << 16));
 }
 
 /* unwind_user fills e->ustack from the registers in e with the tables of
@@ -879,7 +888,13 @@ static __always_inline bool unwind_user(struct sample_event *e, u32 slot)
 		return false;
 	bpf_probe_read_kernel(e->ustack, sizeof(e->ustack), fr->pc);
 	e->ulen = (r & 0xffff) * 8;
-	e->unwind = r >> 16;
+	e->unwind = (r >> 16) & ~UNW_SNAP;
+	/* A whole walk needs no repair: the snapshot is only for Go's
+	 * frameless leaves, and for walks that stopped early. */
+	if (!(r & (UNW_SNAP << 16)) && ((r >> 16) & 0xff) == UNWR_END)
+		e->snap_len = 0;
+	else
+		snapshot_current(e);
 	return true;
 }
 
@@ -893,8 +908,8 @@ static __always_inline void fill_user_slot(void *ctx, struct sample_event *e, u3
 		e->ulen = bpf_get_stack(ctx, e->ustack, sizeof(e->ustack), BPF_F_USER_STACK);
 		if (e->ulen < 0)
 			count_lost(LOST_USTACK);
+		snapshot_current(e);
 	}
-	snapshot_current(e);
 }
 
 static __always_inline void fill_user(void *ctx, struct sample_event *e)
