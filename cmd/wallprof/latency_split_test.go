@@ -3,14 +3,11 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"io"
 	"math"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -34,22 +31,7 @@ type splitTruth struct {
 // against its schema, and returns the report and wallprof's stderr.
 func runLatencyOn(t *testing.T, target *exec.Cmd, fn string) (*latency.Report, string) {
 	t.Helper()
-	wp := exec.Command(wallprofBin(t), "latency", "-p", strconv.Itoa(target.Process.Pid), "--json", fn)
-	var stdout, stderr bytes.Buffer
-	wp.Stdout = &stdout
-	errPipe, _ := wp.StderrPipe()
-	if err := wp.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r := bufio.NewReader(errPipe)
-	line, _ := r.ReadString('\n')
-	if !strings.Contains(line, "probes on 1 functions") {
-		_ = wp.Process.Kill()
-		t.Fatalf("wallprof latency: %q", line)
-	}
-	stderr.WriteString(line)
-	done := make(chan struct{})
-	go func() { _, _ = io.Copy(&stderr, r); close(done) }()
+	wp, stdout, stderr, done := startLatency(t, target.Process.Pid, fn)
 	if err := target.Process.Signal(syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}

@@ -122,22 +122,7 @@ func TestLatencyGroundTruth(t *testing.T) {
 			bin := latencyTarget(t, v.strip, v.toolchain)
 			out := filepath.Join(t.TempDir(), "truth.json")
 			target := startTarget(t, bin, "-calls", strconv.Itoa(v.calls), "-goroutines", "256", "-out", out)
-			wp := exec.Command(wallprofBin(t), "latency", "-p", strconv.Itoa(target.Process.Pid), "--json", "main.handle")
-			var stdout, stderr bytes.Buffer
-			wp.Stdout = &stdout
-			errPipe, _ := wp.StderrPipe()
-			if err := wp.Start(); err != nil {
-				t.Fatal(err)
-			}
-			r := bufio.NewReader(errPipe)
-			line, _ := r.ReadString('\n')
-			if !strings.Contains(line, "probes on 1 functions") {
-				_ = wp.Process.Kill()
-				t.Fatalf("wallprof latency: %q", line)
-			}
-			stderr.WriteString(line)
-			done := make(chan struct{})
-			go func() { _, _ = io.Copy(&stderr, r); close(done) }()
+			wp, stdout, stderr, done := startLatency(t, target.Process.Pid, "main.handle")
 			start := time.Now()
 			if err := target.Process.Signal(syscall.SIGUSR1); err != nil {
 				t.Fatal(err)
@@ -281,4 +266,28 @@ func TestLatencyNative(t *testing.T) {
 			t.Errorf("wallprof %v, the program %v: more than 2%% apart", time.Duration(c[0]), time.Duration(c[1]))
 		}
 	}
+}
+
+// startLatency starts 'wallprof latency --json FN' on pid and returns once
+// its probes are in place: the command, its stdout, its stderr (complete
+// once done is closed).
+func startLatency(t *testing.T, pid int, fn string) (wp *exec.Cmd, stdout, stderr *bytes.Buffer, done chan struct{}) {
+	t.Helper()
+	wp = exec.Command(wallprofBin(t), "latency", "-p", strconv.Itoa(pid), "--json", fn)
+	stdout, stderr = &bytes.Buffer{}, &bytes.Buffer{}
+	wp.Stdout = stdout
+	errPipe, _ := wp.StderrPipe()
+	if err := wp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(errPipe)
+	line, _ := r.ReadString('\n')
+	if !strings.Contains(line, "probes on 1 functions") {
+		_ = wp.Process.Kill()
+		t.Fatalf("wallprof latency: %q", line)
+	}
+	stderr.WriteString(line)
+	done = make(chan struct{})
+	go func() { _, _ = io.Copy(stderr, r); close(done) }()
+	return wp, stdout, stderr, done
 }
