@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -30,6 +31,28 @@ func requireTool(t *testing.T, name, pkg string) string {
 	return ""
 }
 
+// startCaddy starts Debian's caddy serving a static file on a free port,
+// stopped when the test ends; it returns the file's URL, the server and
+// what it logs.
+func startCaddy(t *testing.T, caddy string) (url string, srv *exec.Cmd, log *bytes.Buffer) {
+	t.Helper()
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "index.html"), []byte(strings.Repeat("hello, caddy\n", 100)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freePort(t)
+	srv = exec.Command(caddy, "file-server", "--listen", addr, "--root", root)
+	home := t.TempDir()
+	srv.Env = append(os.Environ(), "HOME="+home, "XDG_DATA_HOME="+home, "XDG_CONFIG_HOME="+home)
+	log = &bytes.Buffer{}
+	srv.Stdout, srv.Stderr = log, log
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	return "http://" + addr + "/index.html", srv, log
+}
+
 // TestRecordCaddy records a real third-party Go server that we did not
 // write: Debian's caddy, a stripped binary, serving a static file under
 // load from hey. The goroutine view must find its request goroutines.
@@ -37,23 +60,7 @@ func TestRecordCaddy(t *testing.T) {
 	requireRecording(t)
 	caddy := requireTool(t, "caddy", "caddy")
 	hey := requireTool(t, "hey", "hey")
-	root := t.TempDir()
-	if err := os.WriteFile(filepath.Join(root, "index.html"), []byte(strings.Repeat("hello, caddy\n", 100)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addr := freePort(t)
-	srv := exec.Command(caddy, "file-server", "--listen", addr, "--root", root)
-	srv.Env = append(os.Environ(), "HOME="+t.TempDir(), "XDG_DATA_HOME="+t.TempDir(), "XDG_CONFIG_HOME="+t.TempDir())
-	var log strings.Builder
-	srv.Stdout, srv.Stderr = &log, &log
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		srv.Process.Kill()
-		srv.Wait()
-	}()
-	url := "http://" + addr + "/index.html"
+	url, srv, log := startCaddy(t, caddy)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		resp, err := http.Get(url)

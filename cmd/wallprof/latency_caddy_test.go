@@ -8,9 +8,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -35,24 +33,10 @@ func TestLatencyCaddy(t *testing.T) {
 	requireRecording(t)
 	caddy := requireTool(t, "caddy", "caddy")
 	hey := requireTool(t, "hey", "hey")
-	root := t.TempDir()
-	if err := os.WriteFile(filepath.Join(root, "index.html"), []byte(strings.Repeat("hello, caddy\n", 100)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addr := freePort(t)
-	srv := exec.Command(caddy, "file-server", "--listen", addr, "--root", root)
-	home := t.TempDir()
-	srv.Env = append(os.Environ(), "HOME="+home, "XDG_DATA_HOME="+home, "XDG_CONFIG_HOME="+home)
-	var caddyLog bytes.Buffer
-	srv.Stdout, srv.Stderr = &caddyLog, &caddyLog
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	url, srv, caddyLog := startCaddy(t, caddy)
 
 	// No keep-alive: no connection of ours stays open in conn.serve.
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
-	url := "http://" + addr + "/index.html"
 	get := func() (int, error) {
 		resp, err := client.Get(url)
 		if err != nil {
