@@ -249,6 +249,10 @@ func start(pids []int, o Options, d deps) (*Recording, error) {
 	}
 	r.session = s
 	r.periodNs = plan.PeriodNs()
+	// The kernel's symbols while the recording's BPF programs are loaded:
+	// a timer's sample can land in one (the scheduler hook), and the kernel
+	// lists them only while they exist.
+	go r.kernelSymbols()
 	if o.Live > 0 {
 		r.live = collect.NewLive(r.agg, s.StartNs(), r.periodNs, o.Live)
 	}

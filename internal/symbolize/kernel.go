@@ -22,6 +22,10 @@ var ErrKernelSymbolsHidden = errors.New("kernel symbols are hidden: run as root 
 type Kernel struct {
 	syms    []ksym // sorted by address
 	mapping *profile.Mapping
+	// initEnd is the end of the kernel image's text (_einittext): an
+	// address past it that no module or BPF symbol claims is not the last
+	// core symbol's.
+	initEnd uint64
 }
 
 type ksym struct {
@@ -85,6 +89,9 @@ func parseKallsyms(rd io.Reader) (*Kernel, error) {
 			if name == "_etext" {
 				k.mapping.Limit = addr
 			}
+			if name == "_einittext" {
+				k.initEnd = addr
+			}
 		}
 		k.syms = append(k.syms, ksym{addr: addr, name: name})
 	}
@@ -105,13 +112,19 @@ func parseKallsyms(rd io.Reader) (*Kernel, error) {
 // with the kernel's build ID when /sys/kernel/notes was readable).
 func (k *Kernel) KernelMapping() *profile.Mapping { return k.mapping }
 
-// Resolve names a kernel address. Module symbols carry "[module]". Names
-// keep compiler suffixes such as ".isra.0". An address below the first
-// symbol resolves to "[kernel]+0xADDR".
+// Resolve names a kernel address. Module symbols carry "[module]", BPF
+// programs "[bpf]" (when the kernel lists them: net.core.bpf_jit_kallsyms).
+// Names keep compiler suffixes such as ".isra.0". An address below the
+// first symbol resolves to "[kernel]+0xADDR"; one past the kernel image's
+// text that no module or BPF program claims (a program loaded after the
+// symbols were read, a trampoline) to "[unknown kernel]".
 func (k *Kernel) Resolve(addr uint64) profile.Frame {
 	i := sort.Search(len(k.syms), func(i int) bool { return k.syms[i].addr > addr }) - 1
 	if i < 0 {
 		return profile.Frame{Function: fmt.Sprintf("[kernel]+0x%x", addr)}
+	}
+	if k.initEnd != 0 && addr > k.initEnd && !strings.Contains(k.syms[i].name, " [") {
+		return profile.Frame{Function: "[unknown kernel]"}
 	}
 	return profile.Frame{Function: k.syms[i].name}
 }

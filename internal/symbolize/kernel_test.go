@@ -17,8 +17,10 @@ ffffffff81001010 t finish_task_switch.isra.0
 ffffffff81001200 T schedule
 ffffffff81002000 D some_data
 ffffffff82000000 T _etext
+ffffffff83000000 T _einittext
 ffffffffc0001000 t __pfx_nft_do_chain	[nf_tables]
 ffffffffc0001010 t nft_do_chain	[nf_tables]
+ffffffffc0008000 t bpf_prog_02a5488b24ad0212_on_resume	[bpf]
 `
 
 func TestParseKallsyms(t *testing.T) {
@@ -32,6 +34,10 @@ func TestParseKallsyms(t *testing.T) {
 		0xffffffff810011ff: "finish_task_switch.isra.0",
 		0xffffffff81001300: "schedule",
 		0xffffffffc0001020: "nft_do_chain [nf_tables]",
+		0xffffffffc0008010: "bpf_prog_02a5488b24ad0212_on_resume [bpf]",
+		// Past the image's text, before any module: not _einittext's.
+		0xffffffffa0000010: "[unknown kernel]",
+		0xffffffff83000010: "[unknown kernel]",
 		0x1000:             "[kernel]+0x1000",
 	} {
 		if got := k.Resolve(addr).Function; got != want {
