@@ -11,12 +11,15 @@
 # 2. Table memory for a process that maps LIBS (50) shared libraries: the
 #    rows wallprof loads (8 bytes each) and its peak RSS, beside the bytes
 #    perf --call-graph dwarf writes per second at the same rate.
+#
+# PARTS=time or PARTS=memory runs one part alone.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 [[ $(id -u) == 0 ]] || { echo "unwind.sh: run as root" >&2; exit 1; }
 ROUNDS=${ROUNDS:-5}
 LIBS=${LIBS:-50}
+PARTS=${PARTS:-time,memory}
 bin=bench/.bin
 mkdir -p "$bin"
 go build -o "$bin/wallprof" ./cmd/wallprof
@@ -57,6 +60,7 @@ record_once() {
 	echo "$(( c > 0 ? t / c : 0 )) $c"
 }
 
+if [[ $PARTS == *time* ]]; then
 echo "== BPF time per timer sample, stockfish at -F 999 ($ROUNDS rounds)"
 dw=() fp=()
 for r in $(seq "$ROUNDS"); do
@@ -67,7 +71,9 @@ done
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "median: .eh_frame $(median "${dw[@]}") ns, frame pointers $(median "${fp[@]}") ns per timer sample"
 grep -h 'unwound' "$out/sf-dwarf.err" | head -1
+fi
 
+if [[ $PARTS == *memory* ]]; then
 echo "== table memory, a process with $LIBS shared libraries"
 # Distinct files (a soname and its full name are one file), in name order.
 mapfile -t libs < <(ls /usr/lib/x86_64-linux-gnu/lib*.so.[0-9]* 2>/dev/null | grep -v -E 'libc\.so|ld-linux|libpthread|libdl|libasan|libtsan|liblsan|libubsan|libhwasan|libmemusage|libSegFault|libpcprofile' | xargs -r realpath | awk '!seen[$0]++' | head -n $((LIBS * 3)))
@@ -75,4 +81,5 @@ mapfile -t libs < <(ls /usr/lib/x86_64-linux-gnu/lib*.so.[0-9]* 2>/dev/null | gr
 /usr/bin/time -f "wallprof peak RSS %M KB" "$bin/wallprof" record -F 999 -o "$out/libs.pb.gz" -- "$bin/libs" 3 "${libs[@]:0:$LIBS}" 2>&1 >/dev/null | grep -E 'libs: loaded|unwound|peak RSS' || true
 perf record -q --call-graph dwarf -F 999 -o "$out/perf.data" -- "$bin/libs" 3 "${libs[@]:0:$LIBS}" 2>/dev/null >/dev/null || true
 echo "perf --call-graph dwarf -F 999: $(stat -c %s "$out/perf.data") bytes written for 3 s"
+fi
 rm -rf "$out"

@@ -41,6 +41,7 @@ type UnwindSource interface {
 // UnwindStats says what the tables held.
 type UnwindStats struct {
 	Files, Rows   int // loaded now
+	IndexSlots    int // of the rows array, the bucket indexes' (two entries each)
 	Capacity      int
 	Refused       int // files whose table did not fit
 	Evicted       int // tables dropped to make room
@@ -59,7 +60,8 @@ type UnwindStats struct {
 
 type unwFile struct {
 	id           uint32
-	start, count uint32
+	start, count uint32 // its extent of unw_rows: the rows, then the bucket index
+	rows         uint32
 	refs         int
 	lastUse      time.Time
 }
@@ -379,8 +381,10 @@ func (u *unwindTables) file(key string, t *symbolize.UnwindTable) *unwFile {
 		f.lastUse = time.Now()
 		return f
 	}
-	n := uint32(len(t.Rows))
-	if len(t.Rows) > int(u.capacity) {
+	rows := uint32(len(t.Rows))
+	shift, index := bucketIndex(t.Rows)
+	n := rows + uint32(len(index)+1)/2
+	if uint64(len(t.Rows))+uint64(len(index)+1)/2 > uint64(u.capacity) {
 		u.refuse(key)
 		return nil
 	}
@@ -398,25 +402,64 @@ func (u *unwindTables) file(key string, t *symbolize.UnwindTable) *unwFile {
 		keys[i] = start + uint32(i)
 		vals[i] = bpf.WallprofUnwRow{Pc: r.PC, CfaOff: r.CFAOff, Kind: uint8(r.Kind), BpOff: r.BPOff}
 	}
+	// The index, two entries per slot: the first in Pc, the second in
+	// the rest of the slot's 8 bytes, as the program reads them.
+	for j, first := range index {
+		i := rows + uint32(j/2)
+		keys[i] = start + i
+		if j%2 == 0 {
+			vals[i].Pc = first
+		} else {
+			vals[i].CfaOff, vals[i].Kind, vals[i].BpOff = uint16(first), uint8(first>>16), int8(first>>24)
+		}
+	}
 	if _, err := u.rows.BatchUpdate(keys, vals, nil); err != nil {
 		u.freeExtent(extent{start, n})
 		u.loadError(fmt.Errorf("unwind rows of %s: %w", key, err))
 		return nil
 	}
 	u.nextID++
-	f := &unwFile{id: u.nextID, start: start, count: n, lastUse: time.Now()}
-	if err := u.files.Update(f.id, &bpf.WallprofUnwFile{Base: t.Base, Start: start, Count: n}, ebpf.UpdateAny); err != nil {
+	f := &unwFile{id: u.nextID, start: start, count: n, rows: rows, lastUse: time.Now()}
+	entry := bpf.WallprofUnwFile{Base: t.Base, Start: start, Count: rows, Buckets: uint32(len(index)), Shift: shift}
+	if err := u.files.Update(f.id, &entry, ebpf.UpdateAny); err != nil {
 		u.freeExtent(extent{start, n})
 		u.loadError(fmt.Errorf("unwind table of %s: %w", key, err))
 		return nil
 	}
 	u.byKey[key] = f
 	u.stats.Files++
-	u.stats.Rows += int(n)
-	if int(n) > u.stats.MaxFileRows {
-		u.stats.MaxFileRows, u.stats.LargestFile = int(n), key
+	u.stats.Rows += int(rows)
+	u.stats.IndexSlots += int(n - rows)
+	if int(rows) > u.stats.MaxFileRows {
+		u.stats.MaxFileRows, u.stats.LargestFile = int(rows), key
 	}
 	return f
+}
+
+// bucketIndex returns the bucket index of a table whose rows are sorted by
+// pc: entry j is the first row whose pc is at or after j<<shift, for the
+// buckets up to the last row's, so that the program searches a bucket's few
+// rows rather than the whole table. The buckets are the smallest, of at
+// least 16 bytes of code, that keep the index to half as many entries as
+// rows (a quarter of the table's size); a table of a few rows has none.
+func bucketIndex(rows []symbolize.UnwindRow) (shift uint32, index []uint32) {
+	if len(rows) < 16 {
+		return 0, nil
+	}
+	last := uint64(rows[len(rows)-1].PC)
+	shift = 4
+	for (last>>shift)+2 > uint64(len(rows)/2) {
+		shift++
+	}
+	index = make([]uint32, (last>>shift)+2)
+	i := 0
+	for j := range index {
+		for i < len(rows) && uint64(rows[i].PC) < uint64(j)<<shift {
+			i++
+		}
+		index[j] = uint32(i)
+	}
+	return shift, index
 }
 
 func (u *unwindTables) refuse(key string) {
@@ -445,7 +488,8 @@ func (u *unwindTables) evictOne() bool {
 	delete(u.byKey, victim)
 	u.freeExtent(extent{f.start, f.count})
 	u.stats.Files--
-	u.stats.Rows -= int(f.count)
+	u.stats.Rows -= int(f.rows)
+	u.stats.IndexSlots -= int(f.count - f.rows)
 	u.stats.Evicted++
 	return true
 }

@@ -117,10 +117,12 @@ type WallprofTstate struct {
 }
 
 type WallprofUnwFile struct {
-	_     structs.HostLayout
-	Base  uint64
-	Start uint32
-	Count uint32
+	_       structs.HostLayout
+	Base    uint64
+	Start   uint32
+	Count   uint32
+	Buckets uint32
+	Shift   uint32
 }
 
 type WallprofUnwFrames struct {

@@ -295,6 +295,11 @@ struct unw_file {
 	u64 base;
 	u32 start; /* index of its first row in unw_rows */
 	u32 count;
+	/* The bucket index, in the slots after the rows (two u32 per slot):
+	 * entry j is the first row (from start) whose pc is at or after
+	 * j << shift. It narrows the search to a bucket's few rows. */
+	u32 buckets; /* entries; 0: no index */
+	u32 shift;
 };
 
 struct unw_map {
@@ -575,6 +580,17 @@ static __always_inline void snapshot_current(struct sample_event *e)
  * pointer elsewhere (doc/unwind.md).
  * ====================================================================== */
 
+/* What a walk keeps between its frames' lookups: the process's mappings,
+ * and the mapping of the last frame looked up with its file's table (most
+ * frames lie in the same file as the one before). */
+struct unw_cache {
+	u32 map_first, map_n; /* the process's mappings in unw_maps */
+	u64 m_start, m_end;   /* m_end 0: none */
+	u64 m_off;            /* pc - m_off: the offset the file's rows are keyed by */
+	u32 f_start, f_count; /* f_count 0: no table, the frame pointer */
+	u32 f_buckets, f_shift;
+};
+
 struct unw_ctx {
 	u64 ip, sp, bp;
 	u32 tgid;
@@ -587,7 +603,8 @@ struct unw_ctx {
 	u64 g;    /* R14 at the sample: the goroutine, in Go code */
 	u64 prev; /* the previous frame's pc */
 	u32 jumped;
-	u32 pad;
+	u64 cgocb_lo, cgocb_hi, goexit_lo, goexit_hi; /* from the process's entry */
+	struct unw_cache k;
 };
 
 /* A binary search's state: the first element after pc lies in
@@ -627,6 +644,9 @@ static __always_inline long unw_narrow(struct unw_search *s, u32 key, void *elem
 	return 0;
 }
 
+/* The binary search steps taken inline before bpf_loop takes over. */
+#define UNW_INLINE_STEPS 4
+
 /* unw_maps_step: the first mapping whose end is after pc. */
 static long unw_maps_step(u64 i, void *arg)
 {
@@ -649,52 +669,135 @@ static long unw_rows_step(u64 i, void *arg)
 	return unw_narrow(s, key, r, r && r->pc <= (u32)s->pc);
 }
 
-/* unw_find_map returns the mapping of process tgid that holds pc, or NULL. */
-static __always_inline struct unw_map *unw_find_map(u32 tgid, u64 pc)
+/* unw_ctx_init reads process p's entry into c; false without one. */
+static __always_inline bool unw_ctx_init(struct unw_ctx *c, u32 tgid)
 {
 	struct unw_proc *p = bpf_map_lookup_elem(&unw_procs, &tgid);
 	if (!p)
-		return NULL;
+		return false;
+	c->k.map_first = p->slot * UNW_MAX_MAPS;
+	c->k.map_n = p->n;
+	c->cgocb_lo = p->cgocb_lo;
+	c->cgocb_hi = p->cgocb_hi;
+	c->goexit_lo = p->goexit_lo;
+	c->goexit_hi = p->goexit_hi;
+	return true;
+}
+
+/* unw_map_at makes the mapping that holds pc, and its file's table, k's
+ * current one; false (and none) when no mapping holds pc. */
+static __always_inline bool unw_map_at(struct unw_cache *k, u64 pc)
+{
+	k->m_start = k->m_end = 0;
+	k->f_count = 0;
 	/* The searches keep a base and a length that start from map values,
 	 * never from constants: the verifier then knows them only by their
 	 * ranges, so it neither marks them precise nor tells the iterations
 	 * apart, and it prunes the paths of the search (a search from 0 would
 	 * be verified once per path: 2^depth). */
 	/* The first mapping that ends after pc (user space keeps n <= 256). */
-	u32 first = p->slot * UNW_MAX_MAPS, end = first + p->n;
-	struct unw_search s = {.pc = pc, .base = first, .len = p->n};
+	u32 first = k->map_first, end = first + k->map_n;
+	struct unw_search s = {.pc = pc, .base = first, .len = k->map_n};
 	bpf_loop(9, unw_maps_step, &s, 0);
 	if (s.bad || s.len || s.base >= end)
-		return NULL;
+		return false;
 	u32 key = s.base;
 	struct unw_map *m = bpf_map_lookup_elem(&unw_maps, &key);
 	if (!m || m->start > pc)
-		return NULL;
-	return m;
+		return false;
+	k->m_start = m->start;
+	k->m_end = m->end;
+	u32 fid = m->file;
+	struct unw_file *f = fid ? bpf_map_lookup_elem(&unw_files, &fid) : NULL;
+	if (f) {
+		k->m_off = m->bias + f->base;
+		k->f_start = f->start;
+		k->f_count = f->count;
+		k->f_buckets = f->buckets;
+		k->f_shift = f->shift;
+	}
+	return true;
 }
 
-/* unw_find returns the row in effect at pc in process tgid, or NULL where no
- * table covers it. */
-static __always_inline struct unw_row *unw_find(u32 tgid, u64 pc)
+/* unw_bucket returns entry j of the bucket index whose first slot is at;
+ * ok is cleared when it cannot be read. */
+static __always_inline u32 unw_bucket(u32 at, u64 j, bool *ok)
 {
-	struct unw_map *m = unw_find_map(tgid, pc);
-	if (!m || !m->file)
-		return NULL;
-	u32 fid = m->file;
-	struct unw_file *f = bpf_map_lookup_elem(&unw_files, &fid);
-	if (!f)
-		return NULL;
-	u64 rel = pc - m->bias - f->base;
-	if (rel >> 32)
-		return NULL;
+	u32 key = at + (u32)(j >> 1);
+	u32 *v = bpf_map_lookup_elem(&unw_rows, &key);
+	if (!v) {
+		*ok = false;
+		return 0;
+	}
+	return (j & 1) ? v[1] : v[0];
+}
+
+/* unw_row_at returns the index in unw_rows of the row in effect at offset
+ * rel of the table of count rows at start, with its bucket index (buckets
+ * entries of 2^shift bytes of code; none: 0); -1 where no row covers rel. */
+static __always_inline int unw_row_at(u32 start, u32 count, u32 buckets, u32 shift, u64 rel)
+{
+	u32 lo = 0, hi = count;
+	if (buckets) {
+		/* The first row after rel lies in [index[j], index[j+1]]. */
+		u64 j = rel >> (shift & 31);
+		u32 at = start + count;
+		bool ok = true;
+		if (j + 1 < buckets) {
+			lo = unw_bucket(at, j, &ok);
+			hi = unw_bucket(at, j + 1, &ok) + 1;
+		} else {
+			lo = unw_bucket(at, buckets - 1, &ok);
+		}
+		if (!ok || lo > count)
+			return -1;
+		if (hi > count)
+			hi = count;
+	}
 	/* The first row after rel; the one before it is in effect. */
-	u32 start = f->start;
-	struct unw_search s = {.pc = rel, .base = start, .len = f->count};
-	bpf_loop(25, unw_rows_step, &s, 0);
+	struct unw_search s = {.pc = rel, .base = start + lo, .len = hi > lo ? hi - lo : 0};
+	/* A bucket holds a few rows: the first steps inline (a bpf_loop
+	 * step is an indirect call), the rest of a crowded one by bpf_loop. */
+	for (int i = 0; i < UNW_INLINE_STEPS; i++)
+		if (unw_rows_step(i, &s))
+			break;
+	if (s.len && !s.bad)
+		bpf_loop(25, unw_rows_step, &s, 0);
 	if (s.bad || s.len || s.base <= start)
+		return -1;
+	return (int)(s.base - 1);
+}
+
+/* unw_lookup returns the index in unw_rows of the row in effect at pc, with
+ * the mappings and the last table that k holds (moved to pc's mapping if it
+ * lies in another); -1 where no table covers pc, -2 where no mapping holds
+ * it. A global function: the verifier checks it once, with whatever k
+ * holds, rather than for every state of the walk that reaches it (inline,
+ * the walk's cache multiplied those states by four). */
+__attribute__((noinline)) int unw_lookup(struct unw_cache *k, u64 pc)
+{
+	if (!k)
+		return -2;
+	if ((pc < k->m_start || pc >= k->m_end) && !unw_map_at(k, pc))
+		return -2;
+	u32 count = k->f_count;
+	if (!count)
+		return -1;
+	u64 rel = pc - k->m_off;
+	if (rel >> 32)
+		return -1;
+	return unw_row_at(k->f_start, count, k->f_buckets, k->f_shift, rel);
+}
+
+/* unw_find returns the row in effect at pc, or NULL where no table covers
+ * it (c's mapping moves to pc's). */
+static __always_inline struct unw_row *unw_find(struct unw_ctx *c, u64 pc)
+{
+	int idx = unw_lookup(&c->k, pc);
+	if (idx < 0)
 		return NULL;
-	u32 idx = s.base - 1;
-	return bpf_map_lookup_elem(&unw_rows, &idx);
+	u32 key = idx;
+	return bpf_map_lookup_elem(&unw_rows, &key);
 }
 
 /* unw_read reads 8 bytes of user memory at addr: the current thread's, or
@@ -718,10 +821,9 @@ static __always_inline bool unw_cgo_jump(struct unw_ctx *c, struct task_struct *
 {
 	if (c->jumped || !c->g)
 		return false;
-	struct unw_proc *p = bpf_map_lookup_elem(&unw_procs, &c->tgid);
-	if (!p || !p->cgocb_lo || c->prev < p->cgocb_lo || c->prev >= p->cgocb_hi)
+	if (!c->cgocb_lo || c->prev < c->cgocb_lo || c->prev >= c->cgocb_hi)
 		return false;
-	if (c->ip - 1 < p->goexit_lo || c->ip - 1 >= p->goexit_hi)
+	if (c->ip - 1 < c->goexit_lo || c->ip - 1 >= c->goexit_hi)
 		return false;
 	u64 m, g0, sp, ra, bp;
 	if (unw_read(&m, c->g + GO_G_M, task) || !m || unw_read(&g0, m + GO_M_G0, task) || !g0 || g0 == c->g ||
@@ -759,7 +861,7 @@ static __always_inline long unw_step_in(u64 i, struct unw_ctx *c, struct unw_fra
 	u32 n = i;
 	/* A return address may be just past its function's last instruction. */
 	u64 pc = n ? c->ip - 1 : c->ip;
-	struct unw_row *r = unw_find(c->tgid, pc);
+	struct unw_row *r = unw_find(c, pc);
 	u8 kind = r ? r->kind : UNW_NONE;
 	u8 bp_at_rbp = kind & UNW_BP_AT_RBP;
 	u64 cfa_off = r ? r->cfa_off : 0;
@@ -863,8 +965,10 @@ __attribute__((noinline)) int unwind_regs(u64 ip, u64 sp, u64 bp, u64 g, u64 tgi
 	if (!p)
 		return 0;
 	u32 snap = p->go ? UNW_SNAP : 0;
-	u32 nomap = unw_find_map(tgid, ip) ? 0 : UNW_NOMAP;
 	struct unw_ctx c = {.ip = ip, .sp = sp, .bp = bp, .tgid = tgid, .slot = slot, .why = UNWR_DEPTH, .g = g};
+	if (!unw_ctx_init(&c, tgid))
+		return 0;
+	u32 nomap = unw_lookup(&c.k, ip) == -2 ? UNW_NOMAP : 0;
 	bpf_loop(MAX_STACK, unw_step, &c, 0);
 	u32 n = c.n;
 	if (n > MAX_STACK)
@@ -886,8 +990,14 @@ static __always_inline bool unwind_user(struct sample_event *e, u32 slot)
 	struct unw_frames *fr = bpf_map_lookup_elem(&unw_frames, &slot);
 	if (!fr)
 		return false;
-	bpf_probe_read_kernel(e->ustack, sizeof(e->ustack), fr->pc);
-	e->ulen = (r & 0xffff) * 8;
+	/* The frames walked, not the whole buffer: less of the workload's
+	 * cache per sample. */
+	u32 n = r & 0xffff;
+	if (n > MAX_STACK)
+		n = MAX_STACK;
+	if (n)
+		bpf_probe_read_kernel(e->ustack, n * 8, fr->pc);
+	e->ulen = n * 8;
 	e->unwind = (r >> 16) & ~UNW_SNAP;
 	/* A whole walk needs no repair: the snapshot is only for Go's
 	 * frameless leaves, and for walks that stopped early. */
@@ -937,8 +1047,11 @@ static __always_inline void submit(struct sample_event *e)
 	bpf_ringbuf_submit(e, wake);
 }
 
-/* emit_current_sample sends a sample of the current thread's stacks. */
-static __always_inline void emit_current_sample_slot(void *ctx, u64 *w, u32 slot)
+/* emit_current_sample sends a sample of the current thread's stacks.
+ * kernel: whether it may be in the kernel (the timer knows when it
+ * interrupted user code: its kernel stack is empty, and bpf_get_stack would
+ * only zero the buffer, a kilobyte of the workload's cache per sample). */
+static __always_inline void emit_current_sample_slot(void *ctx, u64 *w, u32 slot, bool kernel)
 {
 	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -949,16 +1062,19 @@ static __always_inline void emit_current_sample_slot(void *ctx, u64 *w, u32 slot
 #pragma unroll
 	for (int i = 0; i < NSTATES; i++)
 		e->weight[i] = w[i];
-	e->klen = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
-	if (e->klen < 0)
-		count_lost(LOST_KSTACK);
+	e->klen = 0;
+	if (kernel) {
+		e->klen = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
+		if (e->klen < 0)
+			count_lost(LOST_KSTACK);
+	}
 	fill_user_slot(ctx, e, slot);
 	submit(e);
 }
 
 static __always_inline void emit_current_sample(void *ctx, u64 *w)
 {
-	emit_current_sample_slot(ctx, w, 0);
+	emit_current_sample_slot(ctx, w, 0, true);
 }
 
 static __always_inline void emit_exit(struct tstate *st, u32 tid, u64 now)
@@ -1079,7 +1195,11 @@ int on_cpu_sample(void *ctx)
 	 * space scales a thread's samples to its exact CPU time. */
 	u64 w[NSTATES] = {};
 	w[ST_ONCPU] = period_ns;
-	emit_current_sample_slot(ctx, w, 1);
+	/* The context starts with the interrupted registers (x86's
+	 * bpf_user_pt_regs_t is pt_regs); CS's low bits are the privilege
+	 * level, 3 in user mode. */
+	struct pt_regs *regs = ctx;
+	emit_current_sample_slot(ctx, w, 1, (regs->cs & 3) != 3);
 	return 0;
 }
 
@@ -1779,12 +1899,12 @@ static __always_inline bool unwind_task(struct task_struct *task, struct sample_
 	if (!unwind_tables || !e->ip)
 		return false;
 	u32 tgid = e->pid;
-	if (!bpf_map_lookup_elem(&unw_procs, &tgid))
-		return false;
-	u32 nomap = unw_find_map(tgid, e->ip) ? 0 : UNW_NOMAP;
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
 	struct unw_ctx c = {.ip = e->ip, .sp = e->sp, .bp = e->bp, .tgid = tgid, .why = UNWR_DEPTH, .task = task,
 			    .g = BPF_CORE_READ(regs, r14)};
+	if (!unw_ctx_init(&c, tgid))
+		return false;
+	u32 nomap = unw_lookup(&c.k, e->ip) == -2 ? UNW_NOMAP : 0;
 	bpf_loop(MAX_STACK, unw_step_task, &c, 0);
 	u32 zero = 0;
 	struct unw_frames *fr = bpf_map_lookup_elem(&unw_iter_frames, &zero);
