@@ -167,7 +167,7 @@ func (o *object) miniDebugInfo() *elf.File {
 }
 
 func (o *object) goTable() goTable {
-	o.goOnce.Do(func() { o.gt = openGoTable(o.elf) })
+	o.goOnce.Do(func() { o.gt = openGoTable(o.elf, o.file) })
 	return o.gt
 }
 

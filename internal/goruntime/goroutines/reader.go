@@ -160,7 +160,8 @@ func readExe(f *elf.File, raw io.ReaderAt, who string) (exeInfo, error) {
 	if err != nil {
 		return x, fmt.Errorf("%s: %w", who, err)
 	}
-	table, err := gopclntab.Open(f)
+	file, _ := raw.(*os.File) // its sections are mapped rather than read
+	table, err := gopclntab.OpenFile(f, file)
 	if errors.Is(err, gopclntab.ErrNotGo) && f.Section(".gopclntab") == nil {
 		return x, fmt.Errorf("%s (%s): %w: the executable has no .gopclntab section (externally linked programs can keep the table inside another section)", who, version, ErrNoFuncTable)
 	}

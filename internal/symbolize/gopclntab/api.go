@@ -21,6 +21,7 @@ package gopclntab
 import (
 	"debug/elf"
 	"errors"
+	"os"
 
 	"github.com/wallprof/wallprof/internal/profile"
 )
@@ -41,12 +42,17 @@ type Table struct {
 
 // Open reads the .gopclntab of f. The returned Table does not keep f open:
 // everything it needs is copied into memory.
-func Open(f *elf.File) (*Table, error) {
-	data, addr, err := pclntabData(f)
+func Open(f *elf.File) (*Table, error) { return OpenFile(f, nil) }
+
+// OpenFile is Open for f read from file: the sections the Table keeps are
+// mapped from file (mmap.go) rather than copied, where the file allows.
+// The Table does not keep file open.
+func OpenFile(f *elf.File, file *os.File) (*Table, error) {
+	img := newImage(f, file)
+	data, addr, err := pclntabData(img)
 	if err != nil {
 		return nil, err
 	}
-	img := newImage(f)
 	t, err := parse(data, addr, img)
 	if err != nil {
 		return nil, err
@@ -119,9 +125,10 @@ func (t *Table) TextRange() (start, end uint64) {
 // .gopclntab section, or, in the shared libraries (-buildmode=c-shared) and
 // PIEs of Go before 1.26, which keep it inside .data.rel.ro, the bytes
 // between the symbols runtime.pclntab and runtime.epclntab.
-func pclntabData(f *elf.File) ([]byte, uint64, error) {
+func pclntabData(img *image) ([]byte, uint64, error) {
+	f := img.f
 	if sec := f.Section(".gopclntab"); sec != nil && sec.Type != elf.SHT_NOBITS {
-		data, err := sec.Data()
+		data, err := img.sectionBytes(sec)
 		if err != nil {
 			return nil, 0, errors.Join(ErrNotGo, err)
 		}
@@ -144,7 +151,7 @@ func pclntabData(f *elf.File) ([]byte, uint64, error) {
 		if sec.Type == elf.SHT_NOBITS || lo < sec.Addr || hi > sec.Addr+sec.Size {
 			continue
 		}
-		data, err := sec.Data()
+		data, err := img.sectionBytes(sec)
 		if err != nil {
 			return nil, 0, errors.Join(ErrNotGo, err)
 		}

@@ -30,7 +30,7 @@ func gosymTable(t *testing.T, f *elf.File) *gosym.Table {
 	// debug/gosym needs the address of runtime.text, which is not the start
 	// of .text when C code was linked in.
 	textStart := f.Section(".text").Addr
-	if v, ok := newImage(f).symbolValue("runtime.text"); ok {
+	if v, ok := newImage(f, nil).symbolValue("runtime.text"); ok {
 		textStart = v
 	}
 	tab, err := gosym.NewTable(symtab, gosym.NewLineTable(pcln, textStart))
@@ -64,7 +64,7 @@ func TestAgainstGosym(t *testing.T) {
 				if mode == modeNormal && tab.hdr.ver != ver116 {
 					// The symbol confirms the moduledata found by content.
 					f := openELF(t, buildProg(t, tc, mode))
-					sym, ok := newImage(f).symbolValue("go:func.*", "go.func.*")
+					sym, ok := newImage(f, nil).symbolValue("go:func.*", "go.func.*")
 					if !ok || sym != tab.gofunc {
 						t.Errorf("gofunc = %#x, symbol go:func.* = %#x, %v", tab.gofunc, sym, ok)
 					}
@@ -466,7 +466,7 @@ func TestRelocatedModuledata(t *testing.T) {
 	}
 	f := openELF(t, pie)
 	zeroed := 0
-	for at := range newImage(f).relativeRelocs() {
+	for at := range newImage(f, nil).relativeRelocs() {
 		for _, s := range f.Sections {
 			if s.Type == elf.SHT_PROGBITS && s.Flags&elf.SHF_WRITE != 0 && at >= s.Addr && at+8 <= s.Addr+s.Size {
 				copy(b[s.Offset+at-s.Addr:], make([]byte, 8))

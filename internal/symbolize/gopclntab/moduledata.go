@@ -1,6 +1,9 @@
 package gopclntab
 
-import "debug/elf"
+import (
+	"debug/elf"
+	"os"
+)
 
 // memory is a set of loaded sections, addressed by virtual address.
 type memory struct {
@@ -29,10 +32,11 @@ func (m *memory) read(addr uint64, n int) ([]byte, bool) {
 
 // image is the ELF file being opened.
 type image struct {
-	f *elf.File
+	f    *elf.File
+	file *os.File // f's file, to map sections from; nil: read them
 }
 
-func newImage(f *elf.File) *image { return &image{f: f} }
+func newImage(f *elf.File, file *os.File) *image { return &image{f: f, file: file} }
 
 // sectionData loads every section selected by keep.
 func (img *image) sectionData(keep func(*elf.Section) bool) memory {
@@ -41,7 +45,7 @@ func (img *image) sectionData(keep func(*elf.Section) bool) memory {
 		if s.Type == elf.SHT_NOBITS || s.Flags&elf.SHF_ALLOC == 0 || !keep(s) {
 			continue
 		}
-		if d, err := s.Data(); err == nil {
+		if d, err := img.sectionBytes(s); err == nil {
 			m.secs = append(m.secs, memSection{addr: s.Addr, data: d})
 		}
 	}

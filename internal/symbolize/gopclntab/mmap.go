@@ -1,0 +1,73 @@
+package gopclntab
+
+import (
+	"debug/elf"
+	"os"
+	"sync"
+	"syscall"
+)
+
+// The sections a Table reads (.gopclntab, .rodata, the data that holds
+// funcdata) are tens of megabytes in a large Go program. Read into the heap
+// they are copied once per reader (the symbolizer and the goroutine view
+// each open the target's executable) and the garbage collector's headroom
+// doubles them. Mapped read-only from the file, they are the page cache's
+// pages, shared with the target itself, and only the pages looked at count
+// in the recorder's memory.
+//
+// Mappings are kept until the process exits, one per section of a file
+// (by device and inode): a Table's slices of them may be held by its
+// callers, so they are never unmapped. A file rewritten in place while it is
+// mapped would fault; programs are replaced by rename, which keeps the old
+// inode's pages.
+
+type mapKey struct {
+	dev, ino  uint64
+	off, size int64
+}
+
+var (
+	mapMu  sync.Mutex
+	mapped = map[mapKey][]byte{}
+)
+
+// mapSection returns s's bytes mapped from file, or false when they must be
+// read instead (no file, a compressed or empty section, a short file, or
+// mmap refused).
+func mapSection(file *os.File, s *elf.Section) ([]byte, bool) {
+	if file == nil || s.Type == elf.SHT_NOBITS || s.Flags&elf.SHF_COMPRESSED != 0 || s.FileSize == 0 || s.FileSize != s.Size {
+		return nil, false
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(file.Fd()), &st); err != nil {
+		return nil, false
+	}
+	off, size := int64(s.Offset), int64(s.FileSize)
+	if off < 0 || size <= 0 || off+size > st.Size || size > 1<<31 {
+		return nil, false
+	}
+	key := mapKey{uint64(st.Dev), st.Ino, off, size}
+	mapMu.Lock()
+	defer mapMu.Unlock()
+	if b, ok := mapped[key]; ok {
+		return b, true
+	}
+	page := int64(os.Getpagesize())
+	start := off &^ (page - 1)
+	b, err := syscall.Mmap(int(file.Fd()), start, int(off-start+size), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, false
+	}
+	b = b[off-start : off-start+size : off-start+size]
+	mapped[key] = b
+	return b, true
+}
+
+// sectionBytes returns s's bytes: mapped from img's file where it can,
+// read otherwise.
+func (img *image) sectionBytes(s *elf.Section) ([]byte, error) {
+	if b, ok := mapSection(img.file, s); ok {
+		return b, nil
+	}
+	return s.Data()
+}
