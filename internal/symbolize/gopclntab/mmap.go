@@ -4,7 +4,8 @@ import (
 	"debug/elf"
 	"os"
 	"sync"
-	"syscall"
+
+	"github.com/wallprof/wallprof/internal/linux"
 )
 
 // The sections a Table reads (.gopclntab, .rodata, the data that holds
@@ -38,27 +39,21 @@ func mapSection(file *os.File, s *elf.Section) ([]byte, bool) {
 	if file == nil || s.Type == elf.SHT_NOBITS || s.Flags&elf.SHF_COMPRESSED != 0 || s.FileSize == 0 || s.FileSize != s.Size {
 		return nil, false
 	}
-	var st syscall.Stat_t
-	if err := syscall.Fstat(int(file.Fd()), &st); err != nil {
-		return nil, false
-	}
+	dev, ino, fileSize, err := linux.FileID(file)
 	off, size := int64(s.Offset), int64(s.FileSize)
-	if off < 0 || size <= 0 || off+size > st.Size || size > 1<<31 {
+	if err != nil || off < 0 || off+size > fileSize {
 		return nil, false
 	}
-	key := mapKey{uint64(st.Dev), st.Ino, off, size}
+	key := mapKey{dev, ino, off, size}
 	mapMu.Lock()
 	defer mapMu.Unlock()
 	if b, ok := mapped[key]; ok {
 		return b, true
 	}
-	page := int64(os.Getpagesize())
-	start := off &^ (page - 1)
-	b, err := syscall.Mmap(int(file.Fd()), start, int(off-start+size), syscall.PROT_READ, syscall.MAP_SHARED)
+	b, err := linux.MapReadOnly(file, off, size)
 	if err != nil {
 		return nil, false
 	}
-	b = b[off-start : off-start+size : off-start+size]
 	mapped[key] = b
 	return b, true
 }
