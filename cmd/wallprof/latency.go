@@ -48,6 +48,14 @@ and one that parks and resumes on the same thread (counted as parked)
 may count other goroutines that thread ran meanwhile as its own (see
 doc/latency-split.md).
 
+For the Go calls whose goroutine stopped running on the way, wallprof
+also reads the process's goroutine table every --sample-goroutines (10ms;
+no probe in the scheduler) and gives, per bucket and in all, the states
+their goroutine was seen in during those calls: running, runnable (in
+Go's run queue), syscall, or the runtime's wait reason (sleep, chan
+receive, IO wait, sync.Mutex.Lock, ...). Calls shorter than the interval
+are seen in at most one sample each: the shares hold over many calls.
+
 Each probe hit costs the calling goroutine about 15 µs (measured on a
 2-vCPU VM; see BENCHMARKS.md): measure functions that take much longer,
 or are called less than ~1,000 times a second. The cost is printed at the end.
@@ -68,6 +76,7 @@ type latencyFlags struct {
 	interval  time.Duration
 	json      bool
 	plain     bool
+	sampleGs  time.Duration
 	functions []string
 }
 
@@ -80,6 +89,7 @@ func parseLatencyFlags(args []string, stdout, stderr io.Writer) (*latencyFlags, 
 	fs.DurationVar(&f.interval, "interval", time.Second, "refresh the display every `DURATION`")
 	fs.BoolVar(&f.json, "json", false, "print one JSON document (schema wallprof.latency/v1) at the end, and nothing live")
 	fs.BoolVar(&f.plain, "plain", false, "print plain lines, even on a terminal")
+	fs.DurationVar(&f.sampleGs, "sample-goroutines", 10*time.Millisecond, "read the goroutine table every `DURATION` to split the calls that stop (0: do not)")
 	if code, done := fs.parse(args); done {
 		return nil, code, true
 	}
@@ -93,6 +103,8 @@ func parseLatencyFlags(args []string, stdout, stderr io.Writer) (*latencyFlags, 
 		return nil, fs.usageError("at most %d functions at once", latency.MaxFuncs), true
 	case f.duration < 0 || f.interval <= 0:
 		return nil, fs.usageError("--duration and --interval must be positive"), true
+	case f.sampleGs < 0 || f.sampleGs > 0 && f.sampleGs < time.Millisecond:
+		return nil, fs.usageError("--sample-goroutines must be 0 (off) or at least 1ms"), true
 	}
 	return f, exitOK, false
 }
@@ -126,15 +138,31 @@ func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if msg := preflight(); msg != "" {
 		return fail("%s", msg)
 	}
-	sess, err := latency.Start(bin, exe, f.pid)
+	goFuncs := false
+	for _, fn := range bin.Funcs {
+		goFuncs = goFuncs || fn.Lib == ""
+	}
+	sample := f.sampleGs > 0 && bin.GoVersion != "" && goFuncs
+	sess, err := latency.StartWith(bin, exe, f.pid, latency.Options{Waits: sample})
 	if err != nil {
 		return fail("%v", err)
 	}
 	defer sess.Stop()
+	var waits *latency.WaitSampler
+	if sample {
+		if waits, err = sess.StartWaits(f.pid, f.sampleGs); err != nil {
+			fmt.Fprintf(stderr, "wallprof latency: note: the goroutine table cannot be read (%v): the calls that stop are split on their thread only.\n", err)
+		} else {
+			defer waits.Stop()
+		}
+	}
 	fmt.Fprintf(stderr, "wallprof latency: %d probes on %d functions of process %d; Ctrl-C to stop.\n",
 		sess.Probes(), len(bin.Funcs), f.pid)
 	start := time.Now()
 	exited := waitLatency(ctx, f, sess, bin, start, stdout)
+	if waits != nil {
+		waits.Stop()
+	}
 	snaps, err := sess.Snapshot()
 	if err != nil {
 		return fail("%v", err)
@@ -142,8 +170,22 @@ func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	rep := latency.Report{PID: f.pid, Program: path, GoVersion: bin.GoVersion, DurationNs: int64(time.Since(start)),
 		TargetExited: exited, Recursion: "outermost"}
 	for i, s := range snaps {
-		rep.Functions = append(rep.Functions, latency.FuncReportOf(bin.Funcs[i], s))
+		fr := latency.FuncReportOf(bin.Funcs[i], s)
+		if waits != nil && bin.Funcs[i].Lib == "" {
+			fr.Waits = waits.Report(i)
+		}
+		if s.Counters.LostStopped > 0 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: %d calls that stopped were not split by goroutine state: wallprof did not read them in time", fr.Name, s.Counters.LostStopped))
+		}
+		rep.Functions = append(rep.Functions, fr)
 		rep.Cost.ProbeHits += s.Counters.Hits
+	}
+	if waits != nil {
+		taken, failed, cost := waits.Samples()
+		rep.Cost.GoroutineSamples, rep.Cost.GoroutineSampleNs = taken, int64(cost)
+		if failed > 0 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%d of %d reads of the goroutine table failed", failed, taken+failed))
+		}
 	}
 	rep.Cost.Probes = sess.Probes()
 	rep.Cost.PerHitNs = int64(latency.ProbeHitCost)
@@ -154,7 +196,11 @@ func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: no call began after the probes were attached and returned before they were removed; calls already running when they were attached (a keep-alive connection's serve loop, a worker's main loop) are not timed", r.Name))
 		}
 		if sp := r.Split; sp != nil && sp.Moved > 0 {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: %d of %d calls returned on another thread than they entered on (the goroutine parked or was moved) and are not split into running, runnable and blocked", r.Name, sp.Moved, r.Count))
+			sampled := ""
+			if r.Waits != nil && r.Waits.Samples > 0 {
+				sampled = "; their goroutine's sampled states are given below the histogram"
+			}
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: %d of %d calls returned on another thread than they entered on (the goroutine parked or was moved) and are not split into running, runnable and blocked on their thread%s", r.Name, sp.Moved, r.Count, sampled))
 		}
 		if sp := r.Split; sp != nil && sp.Parked > 0 {
 			if sp.SeqKnown {

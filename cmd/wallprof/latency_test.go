@@ -271,9 +271,10 @@ func TestLatencyNative(t *testing.T) {
 // startLatency starts 'wallprof latency --json FN' on pid and returns once
 // its probes are in place: the command, its stdout, its stderr (complete
 // once done is closed).
-func startLatency(t *testing.T, pid int, fn string) (wp *exec.Cmd, stdout, stderr *bytes.Buffer, done chan struct{}) {
+func startLatency(t *testing.T, pid int, fn string, flags ...string) (wp *exec.Cmd, stdout, stderr *bytes.Buffer, done chan struct{}) {
 	t.Helper()
-	wp = exec.Command(wallprofBin(t), "latency", "-p", strconv.Itoa(pid), "--json", fn)
+	args := append([]string{"latency", "-p", strconv.Itoa(pid), "--json"}, flags...)
+	wp = exec.Command(wallprofBin(t), append(args, fn)...)
 	stdout, stderr = &bytes.Buffer{}, &bytes.Buffer{}
 	wp.Stdout = stdout
 	errPipe, _ := wp.StderrPipe()

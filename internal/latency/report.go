@@ -55,6 +55,10 @@ type FuncReport struct {
 	// Split is where the time of the calls went; absent when no call was
 	// split (doc/latency-split.md says which calls are).
 	Split *SplitReport `json:"split,omitempty"`
+	// Waits is where the calls whose goroutine stopped running spent their
+	// time, by the goroutine's sampled state; absent when the goroutine
+	// table was not sampled or no call stopped.
+	Waits *WaitReport `json:"waits,omitempty"`
 }
 
 // SplitReport is where the time of a function's calls went, on the thread
@@ -163,6 +167,11 @@ type CostReport struct {
 	BPFRunNs       int64  `json:"bpf_run_ns,omitempty"`
 	BPFRuns        uint64 `json:"bpf_runs,omitempty"`
 	OpenCallsAtEnd int    `json:"open_calls_at_end"`
+	// GoroutineSamples is how many times the goroutine table was read
+	// (for the calls that stopped), GoroutineSampleNs wallprof's time
+	// reading it (the target's cost is its memory being read).
+	GoroutineSamples  int   `json:"goroutine_samples,omitempty"`
+	GoroutineSampleNs int64 `json:"goroutine_sample_ns,omitempty"`
 }
 
 // FuncReportOf summarises one snapshot.
@@ -249,6 +258,32 @@ func WriteText(w io.Writer, r FuncReport) {
 			fmt.Fprintf(w, "  of the %d calls that ran throughout: %s\n", e.Calls, shares(e.RunningNs, e.RunnableNs, e.BlockedNs))
 		}
 	}
+	if wr := r.Waits; wr != nil && wr.Samples > 0 {
+		fmt.Fprintf(w, "  their goroutine's state during the %d calls that stopped (the goroutine table read every %s, %d samples): %s\n",
+			wr.Calls, dur(wr.IntervalNs), wr.Samples, stateShares(wr.States, 6))
+		for _, b := range wr.Buckets {
+			if b.Samples > 0 {
+				fmt.Fprintf(w, "  %9s - %-9s %10d calls  %s\n", dur(b.LoNs), dur(b.HiNs), b.Calls, stateShares(b.States, 4))
+			}
+		}
+	}
+}
+
+// stateShares prints the first n states and their shares.
+func stateShares(states []StateShare, n int) string {
+	var parts []string
+	other := 0.0
+	for i, s := range states {
+		if i < n {
+			parts = append(parts, fmt.Sprintf("%s %.0f%%", s.State, 100*s.Share))
+		} else {
+			other += s.Share
+		}
+	}
+	if other > 0 {
+		parts = append(parts, fmt.Sprintf("other %.0f%%", 100*other))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // shares prints running, runnable and blocked time as percentages.

@@ -18,16 +18,17 @@ const MaxOpenCalls = 65536
 
 // Counters are a function's event counts, summed over CPUs.
 type Counters struct {
-	Count     uint64        // calls timed
-	Sum       time.Duration // their total duration
-	Max       time.Duration // the longest
-	Nested    uint64        // recursive calls inside a timed call (not timed)
-	Abandoned uint64        // calls that never returned (a panic unwound them)
-	Reused    uint64        // open calls of goroutines that exited, whose g was reused
-	Unmatched uint64        // RETs without an entry: begun before the probes, or evicted
-	ReadErrs  uint64        // probe hits where g could not be read
-	Hits      uint64        // probe hits (entries and RETs)
-	Moved     uint64        // timed calls that returned on another thread than they entered (or whose thread's record was evicted): not split
+	Count       uint64        // calls timed
+	Sum         time.Duration // their total duration
+	Max         time.Duration // the longest
+	Nested      uint64        // recursive calls inside a timed call (not timed)
+	Abandoned   uint64        // calls that never returned (a panic unwound them)
+	Reused      uint64        // open calls of goroutines that exited, whose g was reused
+	Unmatched   uint64        // RETs without an entry: begun before the probes, or evicted
+	ReadErrs    uint64        // probe hits where g could not be read
+	Hits        uint64        // probe hits (entries and RETs)
+	Moved       uint64        // timed calls that returned on another thread than they entered (or whose thread's record was evicted): not split
+	LostStopped uint64        // stopped calls the WaitSampler did not get: the ring was full
 }
 
 // NLog2 is the number of power-of-two buckets of the split: bucket k
@@ -70,10 +71,22 @@ type Session struct {
 	uprobes0 int
 }
 
+// Options change what a Session does.
+type Options struct {
+	// Waits makes the RET probes send the calls whose goroutine stopped
+	// running on the way, for a WaitSampler (StartWaits).
+	Waits bool
+}
+
 // Start loads the BPF programs and attaches them to the functions of bin in
 // process pid (exe is the path to open the executable through, such as
 // /proc/PID/exe).
 func Start(bin *Binary, exe string, pid int) (*Session, error) {
+	return StartWith(bin, exe, pid, Options{})
+}
+
+// StartWith is Start with options.
+func StartWith(bin *Binary, exe string, pid int, opts Options) (*Session, error) {
 	if len(bin.Funcs) > MaxFuncs {
 		return nil, fmt.Errorf("at most %d functions at once", MaxFuncs)
 	}
@@ -91,6 +104,13 @@ func Start(bin *Binary, exe string, pid int) (*Session, error) {
 		return nil, err
 	}
 	if err := spec.Variables["seq_off"].Set(bin.SeqOff); err != nil {
+		return nil, err
+	}
+	var waits uint8
+	if opts.Waits {
+		waits = 1
+	}
+	if err := spec.Variables["send_stopped"].Set(waits); err != nil {
 		return nil, err
 	}
 	s := &Session{bin: bin}
@@ -189,6 +209,7 @@ func (s *Session) Snapshot() ([]Snapshot, error) {
 			c.ReadErrs += p.ReadErrs
 			c.Hits += p.Entries + p.Rets
 			c.Moved += p.Moved
+			c.LostStopped += p.LostStopped
 		}
 		out[i].SeqKnown = fn.Lib != "" || s.bin.SeqOff != 0
 		for kind := range 2 {

@@ -14,18 +14,19 @@ import (
 )
 
 type LatencyFstat struct {
-	_         structs.HostLayout
-	Count     uint64
-	SumNs     uint64
-	MaxNs     uint64
-	Nested    uint64
-	Abandoned uint64
-	Reused    uint64
-	Unmatched uint64
-	ReadErrs  uint64
-	Entries   uint64
-	Rets      uint64
-	Moved     uint64
+	_           structs.HostLayout
+	Count       uint64
+	SumNs       uint64
+	MaxNs       uint64
+	Nested      uint64
+	Abandoned   uint64
+	Reused      uint64
+	Unmatched   uint64
+	ReadErrs    uint64
+	Entries     uint64
+	Rets        uint64
+	Moved       uint64
+	LostStopped uint64
 }
 
 type LatencyGentry struct {
@@ -73,6 +74,15 @@ type LatencySplit struct {
 	RunnableNs uint64
 }
 
+type LatencyStoppedCall struct {
+	_     structs.HostLayout
+	Fn    uint32
+	Pad   uint32
+	Goid  uint64
+	Start uint64
+	End   uint64
+}
+
 type LatencyTcpu struct {
 	_     structs.HostLayout
 	Oncpu uint64
@@ -83,21 +93,24 @@ type LatencyTcpu struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	LatencyMapCalls      = "calls"
-	LatencyMapHist       = "hist"
-	LatencyMapNcalls     = "ncalls"
-	LatencyMapSplits     = "splits"
-	LatencyMapStats      = "stats"
-	LatencyMapThreads    = "threads"
-	LatencyProgLatEntry  = "lat_entry"
-	LatencyProgLatRet    = "lat_ret"
-	LatencyProgLatSwitch = "lat_switch"
-	LatencyProgNatEntry  = "nat_entry"
-	LatencyProgNatRet    = "nat_ret"
-	LatencyVarGoidOff    = "goid_off"
-	LatencyVarSeqOff     = "seq_off"
-	LatencyVarStackHiOff = "stack_hi_off"
-	LatencyVarTargetTgid = "target_tgid"
+	LatencyMapCalls             = "calls"
+	LatencyMapHist              = "hist"
+	LatencyMapNcalls            = "ncalls"
+	LatencyMapSplits            = "splits"
+	LatencyMapStats             = "stats"
+	LatencyMapStopped           = "stopped"
+	LatencyMapThreads           = "threads"
+	LatencyProgLatEntry         = "lat_entry"
+	LatencyProgLatRet           = "lat_ret"
+	LatencyProgLatSwitch        = "lat_switch"
+	LatencyProgNatEntry         = "nat_entry"
+	LatencyProgNatRet           = "nat_ret"
+	LatencyVarGoidOff           = "goid_off"
+	LatencyVarSendStopped       = "send_stopped"
+	LatencyVarSeqOff            = "seq_off"
+	LatencyVarStackHiOff        = "stack_hi_off"
+	LatencyVarTargetTgid        = "target_tgid"
+	LatencyVarUnusedStoppedCall = "unused_stopped_call"
 )
 
 // LoadLatency returns the embedded CollectionSpec for Latency.
@@ -158,6 +171,7 @@ type LatencyMapSpecs struct {
 	Ncalls  *ebpf.MapSpec `ebpf:"ncalls"`
 	Splits  *ebpf.MapSpec `ebpf:"splits"`
 	Stats   *ebpf.MapSpec `ebpf:"stats"`
+	Stopped *ebpf.MapSpec `ebpf:"stopped"`
 	Threads *ebpf.MapSpec `ebpf:"threads"`
 }
 
@@ -165,10 +179,12 @@ type LatencyMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type LatencyVariableSpecs struct {
-	GoidOff    *ebpf.VariableSpec `ebpf:"goid_off"`
-	SeqOff     *ebpf.VariableSpec `ebpf:"seq_off"`
-	StackHiOff *ebpf.VariableSpec `ebpf:"stack_hi_off"`
-	TargetTgid *ebpf.VariableSpec `ebpf:"target_tgid"`
+	GoidOff           *ebpf.VariableSpec `ebpf:"goid_off"`
+	SendStopped       *ebpf.VariableSpec `ebpf:"send_stopped"`
+	SeqOff            *ebpf.VariableSpec `ebpf:"seq_off"`
+	StackHiOff        *ebpf.VariableSpec `ebpf:"stack_hi_off"`
+	TargetTgid        *ebpf.VariableSpec `ebpf:"target_tgid"`
+	UnusedStoppedCall *ebpf.VariableSpec `ebpf:"unused_stopped_call"`
 }
 
 // LatencyObjects contains all objects after they have been loaded into the kernel.
@@ -196,6 +212,7 @@ type LatencyMaps struct {
 	Ncalls  *ebpf.Map `ebpf:"ncalls"`
 	Splits  *ebpf.Map `ebpf:"splits"`
 	Stats   *ebpf.Map `ebpf:"stats"`
+	Stopped *ebpf.Map `ebpf:"stopped"`
 	Threads *ebpf.Map `ebpf:"threads"`
 }
 
@@ -206,6 +223,7 @@ func (m *LatencyMaps) Close() error {
 		m.Ncalls,
 		m.Splits,
 		m.Stats,
+		m.Stopped,
 		m.Threads,
 	)
 }
@@ -214,10 +232,12 @@ func (m *LatencyMaps) Close() error {
 //
 // It can be passed to LoadLatencyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type LatencyVariables struct {
-	GoidOff    *ebpf.Variable `ebpf:"goid_off"`
-	SeqOff     *ebpf.Variable `ebpf:"seq_off"`
-	StackHiOff *ebpf.Variable `ebpf:"stack_hi_off"`
-	TargetTgid *ebpf.Variable `ebpf:"target_tgid"`
+	GoidOff           *ebpf.Variable `ebpf:"goid_off"`
+	SendStopped       *ebpf.Variable `ebpf:"send_stopped"`
+	SeqOff            *ebpf.Variable `ebpf:"seq_off"`
+	StackHiOff        *ebpf.Variable `ebpf:"stack_hi_off"`
+	TargetTgid        *ebpf.Variable `ebpf:"target_tgid"`
+	UnusedStoppedCall *ebpf.Variable `ebpf:"unused_stopped_call"`
 }
 
 // LatencyPrograms contains all programs after they have been loaded into the kernel.

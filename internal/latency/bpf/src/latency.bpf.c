@@ -104,7 +104,29 @@ struct fstat {
 	u64 entries;   /* entry probe hits */
 	u64 rets;      /* RET probe hits */
 	u64 moved;     /* timed calls that returned on another thread (or whose thread's record was evicted): not split */
+	u64 lost_stopped; /* stopped calls not sent to user space: the ring was full */
 };
+
+/* A timed Go call whose goroutine stopped running on the way (or, without
+ * g.trackingSeq, any Go call): user space splits it with its samples of the
+ * goroutine table (doc/latency-split.md). */
+struct stopped_call {
+	u32 fn;
+	u32 pad;
+	u64 goid;
+	u64 start; /* bpf_ktime_get_ns at the entry */
+	u64 end;   /* at the return */
+};
+
+volatile const u8 send_stopped; /* whether user space samples the goroutine table */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} stopped SEC(".maps");
+
+/* Force the type's export for bpf2go. */
+const struct stopped_call *unused_stopped_call __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -358,6 +380,20 @@ int lat_ret(struct pt_regs *ctx)
 	if (seq_off && !bpf_probe_read_user(&seq, sizeof(seq), (void *)(k.g + seq_off)) && seq == seq0)
 		kind = 0;
 	record_split(st, fn, kind, d, tid0, run0, runq0, now);
+	if (kind && send_stopped) {
+		struct stopped_call *c = bpf_ringbuf_reserve(&stopped, sizeof(*c), 0);
+		if (!c) {
+			st->lost_stopped++;
+			return 0;
+		}
+		c->fn = fn;
+		c->pad = 0;
+		c->goid = goid;
+		c->start = now - d;
+		c->end = now;
+		/* User space drains the ring after each sample of the table. */
+		bpf_ringbuf_submit(c, BPF_RB_NO_WAKEUP);
+	}
 	return 0;
 }
 

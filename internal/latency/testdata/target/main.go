@@ -11,6 +11,7 @@
 //	target -calls 100000 -goroutines 256 -out truth.json
 //	target -bench 20000000   # ns per call of main.trivial in a tight loop
 //	target -split -calls 2000 -goroutines 4 -out truth.json
+//	target -waits -calls 1000 -goroutines 2 -out truth.json
 //
 // With -split, each goroutine is locked to its thread (so that its thread's
 // time is its own) and calls main.work, which spins for 1 to 4 ms and then
@@ -20,6 +21,12 @@
 // queue wait (/proc/thread-self/schedstat) and writes the sums of the
 // calls' wall, running, runnable and blocked time: the truth of the split
 // (doc/latency-split.md).
+//
+// With -waits, goroutines that are not locked to a thread (GOMAXPROCS above
+// their number, so that none waits for a P) call main.wait, which spins for
+// 2 to 6 ms, receives from a timer's channel after 2 to 5 ms and sleeps for
+// 1 to 4 ms; the program sums the wall time of each part over the calls:
+// the truth of the goroutine states wallprof samples during them.
 package main
 
 import (
@@ -107,8 +114,12 @@ type truth struct {
 	RunningNs  int64 `json:"running_ns,omitempty"`
 	RunnableNs int64 `json:"runnable_ns,omitempty"`
 	BlockedNs  int64 `json:"blocked_ns,omitempty"`
-	Double     int   `json:"double"`
-	Recursed   int   `json:"recursed"`
+	// -waits: sums over the calls of main.wait.
+	SpinNs   int64 `json:"spin_ns,omitempty"`
+	ChanNs   int64 `json:"chan_ns,omitempty"`
+	SleepNs  int64 `json:"sleep_ns,omitempty"`
+	Double   int   `json:"double"`
+	Recursed int   `json:"recursed"`
 }
 
 func main() {
@@ -119,6 +130,7 @@ func main() {
 	nowait := flag.Bool("nowait", false, "start without waiting for SIGUSR1")
 	split := flag.Bool("split", false, "call main.work on goroutines locked to their threads instead, and write where its time went")
 	flag.BoolVar(&noNap, "nonap", false, "with -split: main.work only spins")
+	waits := flag.Bool("waits", false, "call main.wait on goroutines that are not locked to threads instead, and write how long its spin, channel receive and sleep took")
 	flag.Parse()
 	if !*nowait {
 		c := make(chan os.Signal, 1)
@@ -138,6 +150,8 @@ func main() {
 		t.Count = x
 	} else if *split {
 		t = runSplit(*calls, *gs)
+	} else if *waits {
+		t = runWaits(*calls, *gs)
 	} else {
 		t = run(*calls, *gs)
 	}
@@ -287,5 +301,72 @@ func runSplit(calls, gs int) truth {
 	}
 	wg.Wait()
 	t.BlockedNs = t.WallNs - t.RunningNs - t.RunnableNs
+	return t
+}
+
+// wait's parts, indexed differently so that they combine.
+var (
+	waitSpins = []time.Duration{2, 4, 6}
+	waitChans = []time.Duration{2, 3, 5, 4}
+	waitNaps  = []time.Duration{1, 4, 2, 3, 1}
+)
+
+// wait spins, waits for a timer's channel and sleeps, and returns how long
+// each took.
+//
+//go:noinline
+func wait(i int) (spin, ch, nap time.Duration) {
+	t0 := time.Now()
+	end := t0.Add(waitSpins[i%len(waitSpins)] * time.Millisecond)
+	x := 0
+	for time.Now().Before(end) {
+		x++
+	}
+	t1 := time.Now()
+	<-time.After(waitChans[i%len(waitChans)] * time.Millisecond)
+	t2 := time.Now()
+	time.Sleep(waitNaps[i%len(waitNaps)] * time.Millisecond)
+	t3 := time.Now()
+	if x < 0 {
+		panic("never")
+	}
+	return t1.Sub(t0), t2.Sub(t1), t3.Sub(t2)
+}
+
+func runWaits(calls, gs int) truth {
+	runtime.GOMAXPROCS(gs + 2)
+	var next atomic.Int64
+	var mu sync.Mutex
+	var t truth
+	var wg sync.WaitGroup
+	for range gs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var wall, spin, ch, nap time.Duration
+			n := 0
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= calls {
+					break
+				}
+				start := time.Now()
+				s, c, z := wait(i)
+				wall += time.Since(start)
+				spin += s
+				ch += c
+				nap += z
+				n++
+			}
+			mu.Lock()
+			t.Count += n
+			t.WallNs += int64(wall)
+			t.SpinNs += int64(spin)
+			t.ChanNs += int64(ch)
+			t.SleepNs += int64(nap)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
 	return t
 }

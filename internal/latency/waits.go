@@ -1,0 +1,401 @@
+package latency
+
+import (
+	"errors"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/wallprof/wallprof/internal/goruntime/goroutines"
+	"github.com/wallprof/wallprof/internal/latency/bpf"
+	"github.com/wallprof/wallprof/internal/linux"
+)
+
+// This file splits the calls whose goroutine stopped running on the way
+// (doc/latency-split.md, "Where a goroutine that stops spends the call"):
+// their thread's counters cannot, since the goroutine may have run on
+// other threads and its threads other goroutines. Instead the goroutine
+// table is read every interval (the goroutine view's reader: no probe in
+// the scheduler, whose every goroutine switch would cost a uprobe hit),
+// and each such call, sent by the RET probe with its goroutine id, start
+// and end, gets the states its goroutine was seen in between: running,
+// runnable, in a system call, or waiting, by the runtime's wait reason.
+
+// States of a sample that are not a wait reason.
+const (
+	StateRunning  = "running"
+	StateRunnable = "runnable"
+	StateSyscall  = "syscall"
+)
+
+const (
+	// waitKeep is how many samples each goroutine keeps: a call longer
+	// than that many intervals is split by its last ones.
+	waitKeep = 1024
+	// stateMissing marks a sample in which the goroutine was not read.
+	stateMissing = 0xffff
+)
+
+type waitKey struct {
+	fn, bucket int
+	state      uint16
+}
+
+type goStates struct {
+	first  int      // the sample sequence number of states[0]
+	states []uint16 // one per sample from first on
+	last   int      // the last sample it was seen in
+}
+
+// WaitSampler samples a process's goroutine states for the calls that
+// stopped. Start it with StartWaits, read it with Report, stop it with
+// Stop.
+type WaitSampler struct {
+	interval time.Duration
+	reader   *goroutines.Reader
+	ring     *ringbuf.Reader
+	t0       time.Time
+	mono0    int64
+
+	mu       sync.Mutex
+	states   []string
+	stateIdx map[string]uint16
+	times    []int64 // the samples' times (CLOCK_MONOTONIC ns), from sequence number base on
+	base     int
+	seq      int // the next sample's sequence number
+	byGoid   map[uint64]*goStates
+	pending  []bpf.LatencyStoppedCall
+	counts   map[waitKey]uint64
+	calls    map[[2]int]uint64 // fn, log2 bucket: stopped calls
+	sampled  map[[2]int]uint64 // of which seen in at least one sample
+	unread   map[[2]int]uint64 // samples during a call that did not read its goroutine
+	failed   int               // samples that could not be read
+	cost     time.Duration     // wallprof's time reading the table
+	stopOnce sync.Once
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+// StartWaits samples the goroutine table of process pid every interval,
+// for the stopped calls that session s sends.
+func (s *Session) StartWaits(pid int, interval time.Duration) (*WaitSampler, error) {
+	if s.objs.Stopped == nil {
+		return nil, errors.New("the probes do not send stopped calls")
+	}
+	r, err := goroutines.Open(pid)
+	if err != nil {
+		return nil, err
+	}
+	r.SetStackCache(1 << 20)
+	rb, err := ringbuf.NewReader(s.objs.Stopped)
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	t0, mono0 := time.Now(), int64(linux.Monotonic())
+	w := &WaitSampler{interval: interval, reader: r, ring: rb, t0: t0, mono0: mono0,
+		stateIdx: map[string]uint16{}, byGoid: map[uint64]*goStates{}, counts: map[waitKey]uint64{},
+		calls: map[[2]int]uint64{}, sampled: map[[2]int]uint64{}, unread: map[[2]int]uint64{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go w.loop()
+	return w, nil
+}
+
+// mono converts t to CLOCK_MONOTONIC ns, the probes' clock.
+func (w *WaitSampler) mono(t time.Time) int64 { return w.mono0 + int64(t.Sub(w.t0)) }
+
+func (w *WaitSampler) loop() {
+	defer close(w.done)
+	// The reads are spread at random around the interval (0.5 to 1.5 of
+	// it): at a fixed period they would lock onto a program's own periodic
+	// phases (timers in whole milliseconds) and see some states more often
+	// than their share of the time.
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x5eed))
+	timer := time.NewTimer(w.interval / 2)
+	defer timer.Stop()
+	for {
+		select {
+		case <-w.stop:
+			w.drain(true)
+			return
+		case <-timer.C:
+		}
+		timer.Reset(w.interval/2 + time.Duration(rng.Int64N(int64(w.interval))))
+		t := time.Now()
+		snap, err := w.reader.Snapshot()
+		w.mu.Lock()
+		w.cost += time.Since(t)
+		if err != nil {
+			w.failed++
+		} else {
+			w.add(snap)
+		}
+		w.mu.Unlock()
+		w.drain(false)
+	}
+}
+
+// stateOf names what goroutine g was doing.
+func stateOf(g *goroutines.Goroutine) (string, bool) {
+	switch g.Status {
+	case goroutines.Running, goroutines.Copystack:
+		return StateRunning, true
+	case goroutines.Runnable, goroutines.Preempted:
+		return StateRunnable, true
+	case goroutines.Syscall:
+		return StateSyscall, true
+	case goroutines.Waiting, goroutines.Leaked:
+		if g.WaitReason == "" {
+			return "waiting", true
+		}
+		return g.WaitReason, true
+	}
+	return "", false
+}
+
+func (w *WaitSampler) state(name string) uint16 {
+	i, ok := w.stateIdx[name]
+	if !ok {
+		i = uint16(len(w.states))
+		w.states = append(w.states, name)
+		w.stateIdx[name] = i
+	}
+	return i
+}
+
+// add records one sample of the table. Called with w.mu held.
+func (w *WaitSampler) add(snap goroutines.Snapshot) {
+	seq := w.seq
+	w.seq++
+	w.times = append(w.times, w.mono(snap.Time.Add(snap.Elapsed/2)))
+	for i := range snap.Goroutines {
+		g := &snap.Goroutines[i]
+		name, ok := stateOf(g)
+		if !ok {
+			continue
+		}
+		if _, known := w.stateIdx[name]; !known && len(w.states) >= stateMissing-1 {
+			continue
+		}
+		st := w.state(name)
+		gs := w.byGoid[g.ID]
+		if gs == nil {
+			gs = &goStates{first: seq}
+			w.byGoid[g.ID] = gs
+		}
+		for gs.first+len(gs.states) < seq {
+			gs.states = append(gs.states, stateMissing)
+		}
+		gs.states = append(gs.states, st)
+		gs.last = seq
+		if len(gs.states) > 2*waitKeep {
+			n := len(gs.states) - waitKeep
+			gs.states = append(gs.states[:0], gs.states[n:]...)
+			gs.first += n
+		}
+	}
+	// Forget the samples no call can reach any more, and the goroutines
+	// not seen in that long.
+	if len(w.times) > 2*waitKeep {
+		n := len(w.times) - waitKeep
+		w.times = append(w.times[:0], w.times[n:]...)
+		w.base += n
+		for id, gs := range w.byGoid {
+			if gs.last < w.base {
+				delete(w.byGoid, id)
+			}
+		}
+	}
+}
+
+// drain reads the stopped calls sent so far and splits those that ended
+// before the last sample (all: at the end).
+func (w *WaitSampler) drain(all bool) {
+	var rec ringbuf.Record
+	for {
+		w.ring.SetDeadline(time.Now())
+		if err := w.ring.ReadInto(&rec); err != nil {
+			break
+		}
+		if len(rec.RawSample) < 32 {
+			continue
+		}
+		var c bpf.LatencyStoppedCall
+		b := rec.RawSample
+		c.Fn = le32(b[0:])
+		c.Goid = le64(b[8:])
+		c.Start = le64(b[16:])
+		c.End = le64(b[24:])
+		w.mu.Lock()
+		w.pending = append(w.pending, c)
+		w.mu.Unlock()
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var last int64
+	if len(w.times) > 0 {
+		last = w.times[len(w.times)-1]
+	}
+	keep := w.pending[:0]
+	for _, c := range w.pending {
+		if !all && int64(c.End) > last {
+			keep = append(keep, c)
+			continue
+		}
+		w.split(c)
+	}
+	w.pending = keep
+}
+
+// split counts the samples of call c's goroutine between its start and
+// end. Called with w.mu held.
+func (w *WaitSampler) split(c bpf.LatencyStoppedCall) {
+	d := int64(c.End - c.Start)
+	k := [2]int{int(c.Fn), log2(uint64(max(d, 1)))}
+	w.calls[k]++
+	gs := w.byGoid[c.Goid]
+	if gs == nil {
+		return
+	}
+	lo := sort.Search(len(w.times), func(i int) bool { return w.times[i] >= int64(c.Start) })
+	seen := false
+	for i := lo; i < len(w.times) && w.times[i] <= int64(c.End); i++ {
+		j := w.base + i - gs.first
+		if j < 0 || j >= len(gs.states) || gs.states[j] == stateMissing {
+			w.unread[k]++
+			continue
+		}
+		w.counts[waitKey{k[0], k[1], gs.states[j]}]++
+		seen = true
+	}
+	if seen {
+		w.sampled[k]++
+	}
+}
+
+func log2(v uint64) int {
+	k := 0
+	for v > 1 {
+		v >>= 1
+		k++
+	}
+	return k
+}
+
+func le32(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+
+func le64(b []byte) uint64 { return uint64(le32(b)) | uint64(le32(b[4:]))<<32 }
+
+// Stop ends the sampling and splits the calls still pending with the
+// samples taken. It may be called more than once.
+func (w *WaitSampler) Stop() {
+	w.stopOnce.Do(func() {
+		close(w.stop)
+		<-w.done
+		w.ring.Close()
+		w.reader.Close()
+	})
+}
+
+// Samples returns how many samples were taken and failed, and wallprof's
+// time spent reading the table.
+func (w *WaitSampler) Samples() (taken, failed int, cost time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.seq, w.failed, w.cost
+}
+
+// Report returns function fn's split of its stopped calls (nil when none
+// were sent).
+func (w *WaitSampler) Report(fn int) *WaitReport {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r := &WaitReport{IntervalNs: int64(w.interval), Buckets: []WaitBucket{}}
+	total := map[uint16]uint64{}
+	for k := range NLog2 {
+		key := [2]int{fn, k}
+		calls := w.calls[key]
+		if calls == 0 {
+			continue
+		}
+		r.Calls += calls
+		r.Sampled += w.sampled[key]
+		r.Unread += w.unread[key]
+		per := map[uint16]uint64{}
+		var n uint64
+		for st := range w.states {
+			if v := w.counts[waitKey{fn, k, uint16(st)}]; v > 0 {
+				per[uint16(st)] = v
+				total[uint16(st)] += v
+				n += v
+			}
+		}
+		lo := int64(1) << k
+		if k == 0 {
+			lo = 0
+		}
+		r.Buckets = append(r.Buckets, WaitBucket{LoNs: lo, HiNs: int64(1) << (k + 1), Calls: calls,
+			Sampled: w.sampled[key], Samples: n, States: w.shares(per, n)})
+		r.Samples += n
+	}
+	if r.Calls == 0 {
+		return nil
+	}
+	r.States = w.shares(total, r.Samples)
+	return r
+}
+
+func (w *WaitSampler) shares(per map[uint16]uint64, n uint64) []StateShare {
+	out := []StateShare{}
+	for st, v := range per {
+		out = append(out, StateShare{State: w.states[st], Samples: v, Share: float64(v) / float64(n)})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Samples != out[j].Samples {
+			return out[i].Samples > out[j].Samples
+		}
+		return out[i].State < out[j].State
+	})
+	return out
+}
+
+// WaitReport is where the calls whose goroutine stopped running spent
+// their time, by the goroutine's state in the samples of the goroutine
+// table taken during each call (every interval_ns): running (on a thread;
+// its thread may have been waiting for a CPU), runnable (in Go's run
+// queue), syscall, or a wait reason ("sleep", "chan receive", "IO wait",
+// "sync.Mutex.Lock", ...). A call shorter than the interval is seen in at
+// most one sample, often none: the shares are over many calls.
+type WaitReport struct {
+	IntervalNs int64  `json:"interval_ns"`
+	Calls      uint64 `json:"calls"`
+	Sampled    uint64 `json:"sampled_calls"`
+	Samples    uint64 `json:"samples"`
+	// Unread counts the reads of the table during a call that did not
+	// read its goroutine (it changed while read, every retry).
+	Unread  uint64       `json:"unread_samples"`
+	States  []StateShare `json:"states"`
+	Buckets []WaitBucket `json:"buckets"`
+}
+
+// StateShare is one state's samples and share of the samples.
+type StateShare struct {
+	State   string  `json:"state"`
+	Samples uint64  `json:"samples"`
+	Share   float64 `json:"share"`
+}
+
+// WaitBucket is the states of the stopped calls that took [lo_ns, hi_ns).
+type WaitBucket struct {
+	LoNs    int64        `json:"lo_ns"`
+	HiNs    int64        `json:"hi_ns"`
+	Calls   uint64       `json:"calls"`
+	Sampled uint64       `json:"sampled_calls"`
+	Samples uint64       `json:"samples"`
+	States  []StateShare `json:"states"`
+}
