@@ -249,6 +249,12 @@ func start(pids []int, o Options, d deps) (*Recording, error) {
 	}
 	r.session = s
 	r.periodNs = plan.PeriodNs()
+	if o.Gated || o.FollowForks {
+		// A launched command, and the children it forks, may exit before
+		// a read once a second: their mappings are read when their first
+		// samples are, and cannot be once they are gone.
+		s.SetReadInterval(commandReadInterval)
+	}
 	// The kernel's symbols while the recording's BPF programs are loaded:
 	// a timer's sample can land in one (the scheduler hook), and the kernel
 	// lists them only while they exist.
@@ -335,17 +341,26 @@ func (r *Recording) trackUnwindAfterExec(gate string) {
 	// The dynamic loader maps the libraries right after the exec, and
 	// programs often dlopen more as they start: follow the mappings
 	// closely for a while (the tables are reloaded only when they change).
-	for end := time.Now().Add(startupWatch); ; {
+	for start := time.Now(); ; {
 		r.session.TrackUnwind(uint32(r.pid), p)
-		if time.Now().After(end) || !r.Stopped().IsZero() {
+		since := time.Since(start)
+		if since > startupWatch || !r.Stopped().IsZero() {
 			return
 		}
-		time.Sleep(5 * time.Millisecond)
+		// Every millisecond while the loader maps the libraries (a
+		// program's first calls into them, before their tables are in,
+		// are walked by frame pointer), then every 5.
+		if since < startupWatch/5 {
+			time.Sleep(time.Millisecond)
+		} else {
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 }
 
 // startupWatch is how long after its exec a launched command's mappings are
-// re-read every 5 ms for its unwind tables.
+// re-read (every 1 ms for the first fifth, every 5 ms after) for its unwind
+// tables.
 const startupWatch = 500 * time.Millisecond
 
 // trackUnwindLater has every process the aggregator meets from now on
@@ -653,6 +668,12 @@ func (r *Recording) Profile() (*profile.Profile, error) {
 	p.NameProgram(r.program.Path, r.program.Exe)
 	return p, nil
 }
+
+// commandReadInterval is how often the ring buffer is read while recording
+// a command and the processes it forks (collect.ReadInterval otherwise): a
+// process must still exist when its first samples are read, for its
+// mappings to be read. Those that live less than this lose their names.
+const commandReadInterval = 100 * time.Millisecond
 
 // goTagReadInterval is how often the ring buffer is read while the goroutine
 // view runs (samples are marked with the goroutine its latest snapshot saw

@@ -356,9 +356,10 @@ func TestGatedWaitsForExec(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for w.index("read-interval") < 0 && time.Now().Before(deadline) {
+	for w.index("goroutines.start") < 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
+	time.Sleep(50 * time.Millisecond) // a second start, if any
 	w.mu.Lock()
 	starts := strings.Count(strings.Join(w.log, " "), "goroutines.start")
 	w.mu.Unlock()
