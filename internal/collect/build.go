@@ -32,15 +32,22 @@ type Aggregator struct {
 	newResolver func(pid int) (ProcessResolver, error)
 	resolvers   map[uint32]ProcessResolver
 	entries     map[string]*aggEntry
-	order       []*aggEntry
-	last        map[threadState]*aggEntry // the latest sample of each thread and state
-	lastAny     map[uint32]*aggEntry      // the latest sample of each thread
-	comm        map[uint32]string
-	perThread   map[uint32]int
-	cpuSamples  map[uint32]int   // per thread, its on-CPU (timer) samples
-	cpuNominal  map[uint32]int64 // per thread, the summed weights of its on-CPU (timer) samples
-	key         []byte
-	carried     []Remainder // carried weights that came before any sample of their thread and state
+	// stacks interns the stacks (kernel and user addresses): a stack seen
+	// on many threads, in many states, is held once, and an entry's key
+	// names it by number. At -F 999 on a Go server most memory of a
+	// recording was stacks copied per entry and again in its key.
+	stacks     map[string]*aggStack
+	skey       []byte
+	comms      map[string]string // interned thread names
+	order      []*aggEntry
+	last       map[threadState]*aggEntry // the latest sample of each thread and state
+	lastAny    map[uint32]*aggEntry      // the latest sample of each thread
+	comm       map[uint32]string
+	perThread  map[uint32]int
+	cpuSamples map[uint32]int   // per thread, its on-CPU (timer) samples
+	cpuNominal map[uint32]int64 // per thread, the summed weights of its on-CPU (timer) samples
+	key        []byte
+	carried    []Remainder // carried weights that came before any sample of their thread and state
 	// OnProcess, when set, is called with each process's resolver when it
 	// is created (on the reading goroutine: it must not block).
 	OnProcess  func(pid uint32, r ProcessResolver)
@@ -147,6 +154,13 @@ func (c *UnwindCounts) add(s *RawSample, user []uint64) {
 	}
 }
 
+// aggStack is one interned stack; kernel and user share one array, and
+// are never modified.
+type aggStack struct {
+	id           uint32
+	kernel, user []uint64
+}
+
 type aggEntry struct {
 	pid, tid     uint32
 	comm         string
@@ -165,6 +179,8 @@ func NewAggregator(newResolver func(pid int) (ProcessResolver, error)) *Aggregat
 		newResolver: newResolver,
 		resolvers:   map[uint32]ProcessResolver{},
 		entries:     map[string]*aggEntry{},
+		stacks:      map[string]*aggStack{},
+		comms:       map[string]string{},
 		comm:        map[uint32]string{},
 		perThread:   map[uint32]int{},
 		cpuSamples:  map[uint32]int{},
@@ -238,26 +254,41 @@ func (a *Aggregator) Add(s *RawSample) {
 }
 
 func (a *Aggregator) add(s *RawSample, st profile.State, kernel, user []uint64, w int64) {
+	sk := a.skey[:0]
+	sk = append(sk, byte(len(kernel)))
+	for _, addr := range kernel {
+		sk = binary.LittleEndian.AppendUint64(sk, addr)
+	}
+	for _, addr := range user {
+		sk = binary.LittleEndian.AppendUint64(sk, addr)
+	}
+	a.skey = sk
+	stack := a.stacks[string(sk)]
+	if stack == nil {
+		both := make([]uint64, 0, len(kernel)+len(user))
+		both = append(append(both, kernel...), user...)
+		stack = &aggStack{id: uint32(len(a.stacks)), kernel: both[:len(kernel):len(kernel)], user: both[len(kernel):]}
+		a.stacks[string(sk)] = stack
+	}
 	k := a.key[:0]
 	k = binary.LittleEndian.AppendUint32(k, s.PID)
 	k = binary.LittleEndian.AppendUint32(k, s.TID)
-	k = append(k, byte(st), byte(len(kernel)))
-	k = append(k, s.Comm...)
-	k = append(k, 0)
+	k = append(k, byte(st))
+	k = binary.LittleEndian.AppendUint32(k, stack.id)
 	k = binary.LittleEndian.AppendUint64(k, s.GoID)
-	for _, addr := range kernel {
-		k = binary.LittleEndian.AppendUint64(k, addr)
-	}
-	for _, addr := range user {
-		k = binary.LittleEndian.AppendUint64(k, addr)
-	}
+	k = append(k, s.Comm...)
 	a.key = k
 	e, ok := a.entries[string(k)]
 	if ok {
 		e.value += w
 	} else {
-		e = &aggEntry{pid: s.PID, tid: s.TID, comm: s.Comm, goid: s.GoID, state: st,
-			kernel: append([]uint64(nil), kernel...), user: append([]uint64(nil), user...), value: w}
+		comm, ok := a.comms[s.Comm]
+		if !ok {
+			comm = s.Comm
+			a.comms[comm] = comm
+		}
+		e = &aggEntry{pid: s.PID, tid: s.TID, comm: comm, goid: s.GoID, state: st,
+			kernel: stack.kernel, user: stack.user, value: w}
 		a.entries[string(k)] = e
 		a.order = append(a.order, e)
 	}
