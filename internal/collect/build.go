@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/wallprof/wallprof/internal/profile"
@@ -615,8 +616,22 @@ var schedulerFuncs = map[string]bool{
 	"schedule_preempt_disabled": true,
 }
 
+// tracingFrame reports whether fn is the tracing machinery that called
+// wallprof's program (a tracepoint's iterator, BPF's trampoline for it) or
+// one of wallprof's programs: the top of a stack taken inside the program
+// rather than at a switch (a new thread's first resumption, which no
+// switch-out preceded).
+func tracingFrame(fn string) bool {
+	for _, p := range []string{"bpf_prog_", "bpf_trace_run", "__traceiter_", "__bpf_trace_"} {
+		if strings.HasPrefix(fn, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // trimScheduler drops the leaf frames up to the outermost scheduler function
-// among the first few frames of a kernel stack.
+// (or tracing frame) among the first few frames of a kernel stack.
 func trimScheduler(stack []*profile.Location) []*profile.Location {
 	cut := -1
 	for i := 0; i < len(stack) && i < 16; i++ {
@@ -624,7 +639,7 @@ func trimScheduler(stack []*profile.Location) []*profile.Location {
 		if l.Mapping == nil || !l.Mapping.Kernel || len(l.Frames) == 0 {
 			break
 		}
-		if schedulerFuncs[l.Frames[len(l.Frames)-1].Function] {
+		if fn := l.Frames[len(l.Frames)-1].Function; schedulerFuncs[fn] || tracingFrame(fn) {
 			cut = i
 		}
 	}
