@@ -300,3 +300,44 @@ func TestRecordCSharedUnwinds(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordShortChildrenNamed records a shell loop whose children (ls)
+// live a few tens of milliseconds each, less than the ring buffer's read
+// interval: their mappings are read at their exec (on_exec), so their user
+// frames are named (before, nearly all were [unknown]+0x...: the children
+// were gone when their first samples were read).
+func TestRecordShortChildrenNamed(t *testing.T) {
+	requireRecording(t)
+	out := filepath.Join(t.TempDir(), "kids.pb.gz")
+	code, stderr := wallprof(t, "record", "-F", "999", "-o", out, "--", "sh", "-c", "for i in $(seq 30); do ls -R /usr/share/doc > /dev/null; done")
+	if code != 0 {
+		t.Fatalf("wallprof record exited %d:\n%s", code, stderr)
+	}
+	p := readProfile(t, out)
+	var frames, unknown int
+	pids := map[int]bool{}
+	for _, s := range p.Samples {
+		if s.Thread != "ls" {
+			continue
+		}
+		pids[s.PID] = true
+		for _, l := range s.Stack {
+			if l.Mapping != nil && l.Mapping.Kernel {
+				continue
+			}
+			for _, f := range l.Frames {
+				frames++
+				if strings.HasPrefix(f.Function, "[unknown]") {
+					unknown++
+				}
+			}
+		}
+	}
+	t.Logf("%d ls processes, %d user frames, %d unnamed", len(pids), frames, unknown)
+	if len(pids) < 10 || frames < 100 {
+		t.Fatalf("only %d ls processes and %d user frames recorded", len(pids), frames)
+	}
+	if float64(unknown) > 0.05*float64(frames) {
+		t.Errorf("%d of %d user frames of the short children unnamed, want under 5%%", unknown, frames)
+	}
+}

@@ -41,6 +41,7 @@ const (
 	progResume    = "on_resume"     // tp_btf/sched_exit_tp, resume mode: the whole accounting
 	progTaskExit  = "on_task_exit"  // tp_btf/sched_process_exit, resume mode: a thread's last interval
 	progSwitchIn  = "on_switch_in"  // kprobe/finish_task_switch: user stacks right at a switch-in
+	progExec      = "on_exec"       // tp_btf/sched_process_exec, following forks: a process's new image
 )
 
 // Attachment is what a session attaches and how the program is set up:

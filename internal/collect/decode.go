@@ -9,10 +9,14 @@ import (
 	"github.com/wallprof/wallprof/internal/symbolize"
 )
 
+// ProcessExec is a target process that exec'ed a program (Decode).
+type ProcessExec uint32
+
 // Event types, as in wallprof.bpf.c.
 const (
 	evSample = 1
 	evExit   = 2
+	evExec   = 3
 
 	sampleFinal = 1
 	sampleCarry = 2
@@ -129,6 +133,11 @@ func Decode(b []byte) (any, error) {
 		} else {
 			return nil, err
 		}
+	case evExec:
+		if len(b) < 8 {
+			return nil, fmt.Errorf("%w: exec record of %d bytes", ErrTruncated, len(b))
+		}
+		return ProcessExec(binary.LittleEndian.Uint32(b[4:])), nil
 	default:
 		return nil, fmt.Errorf("unknown record type %d", typ)
 	}

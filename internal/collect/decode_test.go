@@ -528,7 +528,7 @@ func TestDecodeTruncated(t *testing.T) {
 }
 
 func TestDecodeUnknownType(t *testing.T) {
-	for _, typ := range []uint32{0, 3, 0xffffffff} {
+	for _, typ := range []uint32{0, 4, 0xffffffff} {
 		b := goodSample().bytes()
 		binary.LittleEndian.PutUint32(b, typ)
 		ev, err := Decode(b)
@@ -538,6 +538,19 @@ func TestDecodeUnknownType(t *testing.T) {
 		if errors.Is(err, ErrTruncated) {
 			t.Errorf("type %d: error %v should not be ErrTruncated", typ, err)
 		}
+	}
+}
+
+// TestDecodeExec: an exec record names the process; a short one is
+// ErrTruncated.
+func TestDecodeExec(t *testing.T) {
+	b := binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, evExec), 4321)
+	ev, err := Decode(b)
+	if err != nil || ev != ProcessExec(4321) {
+		t.Errorf("Decode = %v, %v; want ProcessExec(4321)", ev, err)
+	}
+	if _, err := Decode(b[:6]); !errors.Is(err, ErrTruncated) {
+		t.Errorf("6 bytes: %v, want ErrTruncated", err)
 	}
 }
 

@@ -51,6 +51,7 @@ type Session struct {
 	startNs   uint64
 	wallStart time.Time
 	poll      atomic.Int64  // ring-buffer read interval (time.Duration)
+	onExec    func(pid uint32)
 	resume    bool          // accounting at each thread's resumption (Attachment.Resume)
 	cpuOpen   time.Duration // CPU time when Open began
 	cpuStart  time.Duration // CPU time when recording began (probes attached)
@@ -220,6 +221,9 @@ func (s *Session) attach() error {
 	for {
 		err := s.attachTable(a)
 		if err == nil {
+			if s.plan.FollowForks {
+				s.attachExec()
+			}
 			return s.attachCPUClock()
 		}
 		if a.Fallback == nil {
@@ -287,6 +291,28 @@ func (s *Session) attachTable(a Attachment) error {
 	}
 	return nil
 }
+
+// attachExec attaches on_exec, whose events have Run call the OnExec
+// callback as soon as a target process has exec'ed (optional: without it,
+// a process's mappings are read when its first samples are).
+func (s *Session) attachExec() {
+	p, err := s.loadOptional(progExec)
+	if err != nil {
+		return
+	}
+	l, err := link.AttachTracing(link.TracingOptions{Program: p})
+	if err != nil {
+		p.Close()
+		return
+	}
+	s.links = append(s.links, l)
+	s.objs.optional = append(s.objs.optional, p)
+}
+
+// OnExec sets the function Run calls, on its goroutine, with each target
+// process that exec'ed a program (when following forks), before the
+// program's samples are passed to the sink. Call it before Run.
+func (s *Session) OnExec(f func(pid uint32)) { s.onExec = f }
 
 // attachSwitchIn attaches on_switch_in to finish_task_switch where the
 // kernel lets it (optional: without it, stacks wait for sys_exit).
@@ -492,6 +518,10 @@ func (s *Session) Run(sink func(*RawSample)) {
 			s.mu.Lock()
 			s.exits[ev.TID] = ev
 			s.mu.Unlock()
+		case ProcessExec:
+			if s.onExec != nil {
+				s.onExec(uint32(ev))
+			}
 		}
 	}
 }

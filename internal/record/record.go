@@ -88,6 +88,7 @@ type session interface {
 	TrackUnwind(pid uint32, src collect.UnwindSource)
 	TrackUnwindLater(pid uint32, src collect.UnwindSource)
 	UnwindStats() (collect.UnwindStats, bool)
+	OnExec(f func(pid uint32))
 }
 
 // goSampler is what a Recording needs of the goroutine view.
@@ -254,6 +255,7 @@ func start(pids []int, o Options, d deps) (*Recording, error) {
 		// a read once a second: their mappings are read when their first
 		// samples are, and cannot be once they are gone.
 		s.SetReadInterval(commandReadInterval)
+		s.OnExec(r.onExec)
 	}
 	// The kernel's symbols while the recording's BPF programs are loaded:
 	// a timer's sample can land in one (the scheduler hook), and the kernel
@@ -668,6 +670,39 @@ func (r *Recording) Profile() (*profile.Profile, error) {
 	p.NameProgram(r.program.Path, r.program.Exe)
 	return p, nil
 }
+
+// onExec reads the mappings of a process that has just exec'ed a program
+// (on the reader's goroutine, before the program's samples), and again
+// every millisecond for execWatch while the loader maps its libraries: a
+// short-lived child (a compiler under make, a command in a shell loop) is
+// gone long before the next read of the ring buffer, and a process's
+// mappings cannot be read once it is gone.
+func (r *Recording) onExec(pid uint32) {
+	if r.live != nil {
+		r.aggMu.Lock()
+		defer r.aggMu.Unlock()
+	}
+	pr := r.agg.Resolver(pid) // made now if new; reads the mappings
+	if pr == nil {
+		return
+	}
+	_ = pr.Refresh() // a resolver made before the exec has the old image's
+	go func() {
+		for start := time.Now(); time.Since(start) < execWatch; {
+			time.Sleep(time.Millisecond)
+			if pr.Refresh() != nil {
+				return // gone
+			}
+		}
+		if src, ok := pr.(collect.UnwindSource); ok && r.Stopped().IsZero() {
+			r.session.TrackUnwindLater(pid, src)
+		}
+	}()
+}
+
+// execWatch is how long after an exec a process's mappings are re-read
+// every millisecond (onExec).
+const execWatch = 20 * time.Millisecond
 
 // commandReadInterval is how often the ring buffer is read while recording
 // a command and the processes it forks (collect.ReadInterval otherwise): a

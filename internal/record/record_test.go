@@ -124,6 +124,7 @@ func (s *fakeSession) SeedAll() error {
 }
 
 func (s *fakeSession) SetReadInterval(time.Duration) { s.w.record("read-interval") }
+func (s *fakeSession) OnExec(func(uint32))           {}
 func (s *fakeSession) Counts() (uint64, uint64)      { return 0, 0 }
 func (s *fakeSession) Close()                        { s.w.record("close") }
 func (s *fakeSession) StartNs() uint64               { return 0 }

@@ -181,6 +181,7 @@ const (
 	WallprofMapUnwRows          = "unw_rows"
 	WallprofProgDumpOffcpu      = "dump_offcpu"
 	WallprofProgOnCpuSample     = "on_cpu_sample"
+	WallprofProgOnExec          = "on_exec"
 	WallprofProgOnFork          = "on_fork"
 	WallprofProgOnResume        = "on_resume"
 	WallprofProgOnSchedExit     = "on_sched_exit"
@@ -256,6 +257,7 @@ type WallprofSpecs struct {
 type WallprofProgramSpecs struct {
 	DumpOffcpu      *ebpf.ProgramSpec `ebpf:"dump_offcpu"`
 	OnCpuSample     *ebpf.ProgramSpec `ebpf:"on_cpu_sample"`
+	OnExec          *ebpf.ProgramSpec `ebpf:"on_exec"`
 	OnFork          *ebpf.ProgramSpec `ebpf:"on_fork"`
 	OnResume        *ebpf.ProgramSpec `ebpf:"on_resume"`
 	OnSchedExit     *ebpf.ProgramSpec `ebpf:"on_sched_exit"`
@@ -405,6 +407,7 @@ type WallprofVariables struct {
 type WallprofPrograms struct {
 	DumpOffcpu      *ebpf.Program `ebpf:"dump_offcpu"`
 	OnCpuSample     *ebpf.Program `ebpf:"on_cpu_sample"`
+	OnExec          *ebpf.Program `ebpf:"on_exec"`
 	OnFork          *ebpf.Program `ebpf:"on_fork"`
 	OnResume        *ebpf.Program `ebpf:"on_resume"`
 	OnSchedExit     *ebpf.Program `ebpf:"on_sched_exit"`
@@ -421,6 +424,7 @@ func (p *WallprofPrograms) Close() error {
 	return _WallprofClose(
 		p.DumpOffcpu,
 		p.OnCpuSample,
+		p.OnExec,
 		p.OnFork,
 		p.OnResume,
 		p.OnSchedExit,

@@ -75,7 +75,7 @@
 #define PF_EXITING 0x4 /* task->flags: the task is exiting */
 #define EEXIST 17
 
-enum { EV_SAMPLE = 1, EV_EXIT = 2 };
+enum { EV_SAMPLE = 1, EV_EXIT = 2, EV_EXEC = 3 };
 enum { SAMPLE_FINAL = 1, SAMPLE_CARRY = 2 };
 
 enum {
@@ -1179,6 +1179,25 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 		if (i < MAX_TGIDS)
 			set->tgid[i & (MAX_TGIDS - 1)] = ctgid;
 	}
+	return 0;
+}
+
+/* A target process exec'ed a program: user space reads its mappings now,
+ * while it lives (the ring buffer is read only every so often, and a short
+ * command may be gone by then). Attached when following forks. */
+struct exec_event {
+	u32 type;
+	u32 pid;
+};
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct *p)
+{
+	u32 tgid = p->tgid;
+	if (!is_target(tgid))
+		return 0;
+	struct exec_event ev = {.type = EV_EXEC, .pid = tgid};
+	bpf_ringbuf_output(&events, &ev, sizeof(ev), BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 
