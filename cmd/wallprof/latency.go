@@ -14,6 +14,10 @@ import (
 
 	"github.com/wallprof/wallprof/internal/latency"
 	"github.com/wallprof/wallprof/internal/linux"
+	"github.com/wallprof/wallprof/internal/outfile"
+	"github.com/wallprof/wallprof/internal/present"
+	"github.com/wallprof/wallprof/internal/profile"
+	"github.com/wallprof/wallprof/internal/symbolize"
 )
 
 const latencyUsage = `Usage:
@@ -56,6 +60,14 @@ Go's run queue), syscall, or the runtime's wait reason (sleep, chan
 receive, IO wait, sync.Mutex.Lock, ...). Calls shorter than the interval
 are seen in at most one sample each: the shares hold over many calls.
 
+With --slow D --profile FILE, the calls that took at least D are written
+to FILE as a pprof profile of where their goroutine was in those reads:
+its stack while it waited (labelled wait_reason: sleep, chan receive, IO
+wait, ...), was runnable or in a system call, and "[running]" under the
+function while it ran (the goroutine table has no stack for a running
+goroutine: use wallprof record for its on-CPU stacks). Each read counts
+the interval (sample type wall, nanoseconds).
+
 Each probe hit costs the calling goroutine about 15 µs (measured on a
 2-vCPU VM; see BENCHMARKS.md): measure functions that take much longer,
 or are called less than ~1,000 times a second. The cost is printed at the end.
@@ -77,6 +89,8 @@ type latencyFlags struct {
 	json      bool
 	plain     bool
 	sampleGs  time.Duration
+	slow      time.Duration
+	profile   string
 	functions []string
 }
 
@@ -90,6 +104,8 @@ func parseLatencyFlags(args []string, stdout, stderr io.Writer) (*latencyFlags, 
 	fs.BoolVar(&f.json, "json", false, "print one JSON document (schema wallprof.latency/v1) at the end, and nothing live")
 	fs.BoolVar(&f.plain, "plain", false, "print plain lines, even on a terminal")
 	fs.DurationVar(&f.sampleGs, "sample-goroutines", 10*time.Millisecond, "read the goroutine table every `DURATION` to split the calls that stop (0: do not)")
+	fs.DurationVar(&f.slow, "slow", 0, "with --profile: the calls that took at least `DURATION`")
+	fs.StringVar(&f.profile, "profile", "", "write a pprof profile of where the --slow calls' goroutines were to `FILE`")
 	if code, done := fs.parse(args); done {
 		return nil, code, true
 	}
@@ -105,6 +121,12 @@ func parseLatencyFlags(args []string, stdout, stderr io.Writer) (*latencyFlags, 
 		return nil, fs.usageError("--duration and --interval must be positive"), true
 	case f.sampleGs < 0 || f.sampleGs > 0 && f.sampleGs < time.Millisecond:
 		return nil, fs.usageError("--sample-goroutines must be 0 (off) or at least 1ms"), true
+	case (f.slow > 0) != (f.profile != ""):
+		return nil, fs.usageError("--slow and --profile go together: --slow 50ms --profile slow.pb.gz"), true
+	case f.slow < 0:
+		return nil, fs.usageError("--slow must be positive"), true
+	case f.profile != "" && f.sampleGs == 0:
+		return nil, fs.usageError("--profile needs the goroutine table read: --sample-goroutines must not be 0"), true
 	}
 	return f, exitOK, false
 }
@@ -143,14 +165,30 @@ func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		goFuncs = goFuncs || fn.Lib == ""
 	}
 	sample := f.sampleGs > 0 && bin.GoVersion != "" && goFuncs
-	sess, err := latency.StartWith(bin, exe, f.pid, latency.Options{Waits: sample})
+	if f.profile != "" && !sample {
+		return fail("--profile is for Go functions of a Go program")
+	}
+	var procSyms *symbolize.Process
+	if f.profile != "" {
+		// The program's mappings while it lives, to name the stacks at
+		// the end.
+		cache := symbolize.NewCache()
+		defer cache.Close()
+		if procSyms, err = cache.NewProcess(f.pid); err != nil {
+			return fail("read the mappings of process %d: %v", f.pid, err)
+		}
+	}
+	sess, err := latency.StartWith(bin, exe, f.pid, latency.Options{Waits: sample, Slow: f.slow})
 	if err != nil {
 		return fail("%v", err)
 	}
 	defer sess.Stop()
 	var waits *latency.WaitSampler
 	if sample {
-		if waits, err = sess.StartWaits(f.pid, f.sampleGs); err != nil {
+		if waits, err = sess.StartWaits(f.pid, f.sampleGs, f.profile != ""); err != nil {
+			if f.profile != "" {
+				return fail("the goroutine table cannot be read (%v): no profile of the slow calls", err)
+			}
 			fmt.Fprintf(stderr, "wallprof latency: note: the goroutine table cannot be read (%v): the calls that stop are split on their thread only.\n", err)
 		} else {
 			defer waits.Stop()
@@ -234,6 +272,14 @@ func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if exited {
 		fmt.Fprintf(stderr, "wallprof latency: process %d exited.\n", f.pid)
 	}
+	if waits != nil && f.profile != "" {
+		p, calls, reads := slowProfile(waits, bin, procSyms, path, start)
+		if err := outfile.Write(f.profile, func(w io.Writer) error { return present.WritePprof(w, p) }); err != nil {
+			return fail("cannot write the profile to %s: %v", f.profile, err)
+		}
+		fmt.Fprintf(stderr, "wallprof latency: wrote %s: %d calls of at least %v, their goroutines seen in %d reads of the goroutine table.\n",
+			f.profile, calls, f.slow, reads)
+	}
 	fmt.Fprintf(stderr, "wallprof latency: cost: %d probe hits, ~%v each to the calling thread (uprobe trap and BPF program, see BENCHMARKS.md): ~%v of the target's time in %v.\n",
 		rep.Cost.ProbeHits, latency.ProbeHitCost, time.Duration(rep.Cost.EstimatedNs).Round(time.Microsecond), time.Duration(rep.DurationNs).Round(time.Millisecond))
 	return exitOK
@@ -295,4 +341,80 @@ func processRunning(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
+}
+
+// slowProfile builds the profile of the slow calls from the sampler's
+// reads: one sample per function, state and stack, weighing the reads'
+// interval each. Running goroutines have no stack in the table: their
+// samples are "[running]" under the function.
+func slowProfile(w *latency.WaitSampler, bin *latency.Binary, syms *symbolize.Process, program string, start time.Time) (p *profile.Profile, calls, reads uint64) {
+	samples, perFunc, interval := w.Slow()
+	p = &profile.Profile{Start: start, Duration: time.Since(start), Period: int64(interval), Command: program, Program: program}
+	maps := map[*profile.Mapping]*profile.Mapping{}
+	locs := map[uint64]*profile.Location{}
+	mapping := func(m *profile.Mapping) *profile.Mapping {
+		if m == nil {
+			return nil
+		}
+		if c, ok := maps[m]; ok {
+			return c
+		}
+		c := *m
+		c.ID = uint64(len(p.Mappings) + 1)
+		p.Mappings = append(p.Mappings, &c)
+		maps[m] = &c
+		return &c
+	}
+	loc := func(addr uint64) *profile.Location {
+		if l, ok := locs[addr]; ok {
+			return l
+		}
+		m, frames := syms.Resolve(addr)
+		l := &profile.Location{ID: uint64(len(p.Locs) + 1), Mapping: mapping(m), Address: addr, Frames: frames}
+		p.Locs = append(p.Locs, l)
+		locs[addr] = l
+		return l
+	}
+	named := map[string]*profile.Location{}
+	pseudo := func(name string) *profile.Location {
+		if l, ok := named[name]; ok {
+			return l
+		}
+		l := &profile.Location{ID: uint64(len(p.Locs) + 1), Frames: []profile.Frame{{Function: name}}}
+		p.Locs = append(p.Locs, l)
+		named[name] = l
+		return l
+	}
+	for _, n := range perFunc {
+		calls += n
+	}
+	for _, s := range samples {
+		reads += s.Samples
+		fn := bin.Funcs[s.Func].Name
+		ps := &profile.Sample{PID: syms.PID(), Value: int64(s.Samples) * int64(interval),
+			Labels: map[string]string{"function": fn, "goroutine_state": s.State}}
+		switch s.State {
+		case latency.StateRunning:
+			ps.State = profile.OnCPU
+			ps.Stack = []*profile.Location{pseudo("[running]"), pseudo(fn)}
+		case latency.StateRunnable:
+			ps.State = profile.Runnable
+		case latency.StateSyscall:
+			ps.State = profile.Other
+		default:
+			ps.State = profile.Sleeping
+			ps.Labels["wait_reason"] = s.State
+		}
+		for _, pc := range s.Stack {
+			if pc > 0 {
+				pc-- // a return address: look up the call
+			}
+			ps.Stack = append(ps.Stack, loc(pc))
+		}
+		if len(ps.Stack) == 0 {
+			ps.Stack = []*profile.Location{pseudo("[stack not read]"), pseudo(fn)}
+		}
+		p.Samples = append(p.Samples, ps)
+	}
+	return p, calls, reads
 }

@@ -5,9 +5,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -259,5 +261,65 @@ func TestLatencyWaits(t *testing.T) {
 				t.Errorf("text output without the goroutine states:\n%s", text.String())
 			}
 		})
+	}
+}
+
+// --slow with --profile: the calls of main.wait that took at least 13 ms
+// (its spin, channel wait and sleep add up to 5 to 15 ms, the slowest tenth
+// over 13) are written as a
+// pprof profile of where their goroutine was when the table was read: its
+// stack through runtime.chanrecv while it waited for the timer's channel
+// (wait_reason "chan receive"), through time.Sleep while it slept
+// ("sleep"), and [running] under main.wait while it spun; every sample is
+// under main.wait, and the shares of the three are near the slow calls'
+// make-up.
+func TestLatencySlowProfile(t *testing.T) {
+	requireRecording(t)
+	bin := latencyTarget(t, true, "")
+	out := filepath.Join(t.TempDir(), "truth.json")
+	prof := filepath.Join(t.TempDir(), "slow.pb.gz")
+	target := startTarget(t, bin, "-waits", "-calls", "600", "-goroutines", "1", "-out", out)
+	rep, stderr := runLatencyOn(t, target, "main.wait", "--sample-goroutines", "2ms", "--slow", "13ms", "--profile", prof)
+	if !strings.Contains(stderr, "wrote "+prof) {
+		t.Fatalf("no profile written:\n%s", stderr)
+	}
+	p := readProfile(t, prof)
+	by := map[string]int64{}
+	var total int64
+	for _, s := range p.Samples {
+		funcs := stackFuncs(s)
+		if !slices.Contains(funcs, "main.wait") {
+			t.Errorf("a sample outside main.wait: %v", funcs)
+		}
+		total += s.Value
+		switch {
+		case s.Labels["wait_reason"] == "chan receive" && slices.Contains(funcs, "runtime.chanrecv1"):
+			by["chan"] += s.Value
+		case s.Labels["wait_reason"] == "sleep" && slices.Contains(funcs, "time.Sleep"):
+			by["sleep"] += s.Value
+		case s.Labels["goroutine_state"] == "running" && funcs[len(funcs)-1] == "[running]":
+			by["running"] += s.Value
+		default:
+			by["other"] += s.Value
+		}
+	}
+	fn := rep.Functions[0]
+	var slow int64
+	if i := strings.Index(stderr, "wrote "+prof+": "); i >= 0 {
+		fmt.Sscanf(stderr[i+len("wrote "+prof+": "):], "%d calls", &slow)
+	}
+	t.Logf("%d calls, %d of at least 13ms, p90 %v; profile: %v of %v", fn.Count, slow, time.Duration(fn.P90Ns), by, time.Duration(total))
+	// Each slow call took 13 to 16 ms: the reads during them, each
+	// weighing the mean time between reads, add up to about that.
+	if slow < 20 || total < slow*int64(11*time.Millisecond) || total > slow*int64(18*time.Millisecond) {
+		t.Fatalf("the profile holds %v for %d slow calls of 13-16 ms", time.Duration(total), slow)
+	}
+	for _, k := range []string{"chan", "sleep", "running"} {
+		if share := float64(by[k]) / float64(total); share < 0.15 {
+			t.Errorf("%s: %.1f%% of the slow calls' samples, want a real share (%v)", k, 100*share, by)
+		}
+	}
+	if share := float64(by["other"]) / float64(total); share > 0.05 {
+		t.Errorf("%.1f%% of the samples neither running nor in the channel wait or the sleep", 100*share)
 	}
 }

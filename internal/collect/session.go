@@ -50,7 +50,7 @@ type Session struct {
 
 	startNs   uint64
 	wallStart time.Time
-	poll      atomic.Int64  // ring-buffer read interval (time.Duration)
+	poll      atomic.Int64 // ring-buffer read interval (time.Duration)
 	onExec    func(pid uint32)
 	resume    bool          // accounting at each thread's resumption (Attachment.Resume)
 	cpuOpen   time.Duration // CPU time when Open began

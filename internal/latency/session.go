@@ -76,6 +76,9 @@ type Options struct {
 	// Waits makes the RET probes send the calls whose goroutine stopped
 	// running on the way, for a WaitSampler (StartWaits).
 	Waits bool
+	// Slow makes them send the calls that took at least Slow too, for
+	// the WaitSampler's profile of the slow calls (0: none).
+	Slow time.Duration
 }
 
 // Start loads the BPF programs and attaches them to the functions of bin in
@@ -111,6 +114,9 @@ func StartWith(bin *Binary, exe string, pid int, opts Options) (*Session, error)
 		waits = 1
 	}
 	if err := spec.Variables["send_stopped"].Set(waits); err != nil {
+		return nil, err
+	}
+	if err := spec.Variables["slow_ns"].Set(uint64(max(opts.Slow, 0))); err != nil {
 		return nil, err
 	}
 	s := &Session{bin: bin}

@@ -1,6 +1,7 @@
 package latency
 
 import (
+	"encoding/binary"
 	"errors"
 	"math/rand/v2"
 	"sort"
@@ -39,6 +40,12 @@ const (
 	stateMissing = 0xffff
 )
 
+// The flags of a call the probes send, as in latency.bpf.c.
+const (
+	callStopped = 1
+	callSlow    = 2
+)
+
 type waitKey struct {
 	fn, bucket int
 	state      uint16
@@ -47,6 +54,7 @@ type waitKey struct {
 type goStates struct {
 	first  int      // the sample sequence number of states[0]
 	states []uint16 // one per sample from first on
+	stacks []uint32 // with the slow calls' profile: the stack's number in each (0: none)
 	last   int      // the last sample it was seen in
 }
 
@@ -73,15 +81,26 @@ type WaitSampler struct {
 	sampled  map[[2]int]uint64 // of which seen in at least one sample
 	unread   map[[2]int]uint64 // samples during a call that did not read its goroutine
 	failed   int               // samples that could not be read
-	cost     time.Duration     // wallprof's time reading the table
-	stopOnce sync.Once
-	stop     chan struct{}
-	done     chan struct{}
+	// firstTime and lastTime are the first and latest samples' times:
+	// their mean spacing is what a sample stands for (the reads come
+	// later than asked when reading takes long).
+	firstTime, lastTime int64
+	// The slow calls' profile (StartWaits with slow set): the stacks seen,
+	// and the samples of the slow calls by function, state and stack.
+	slow      bool
+	stackIdx  map[string]uint32
+	stackList [][]uint64 // by number - 1
+	slowCount map[slowKey]uint64
+	slowCalls map[int]uint64 // per function
+	cost      time.Duration  // wallprof's time reading the table
+	stopOnce  sync.Once
+	stop      chan struct{}
+	done      chan struct{}
 }
 
 // StartWaits samples the goroutine table of process pid every interval,
 // for the stopped calls that session s sends.
-func (s *Session) StartWaits(pid int, interval time.Duration) (*WaitSampler, error) {
+func (s *Session) StartWaits(pid int, interval time.Duration, slow bool) (*WaitSampler, error) {
 	if s.objs.Stopped == nil {
 		return nil, errors.New("the probes do not send stopped calls")
 	}
@@ -99,6 +118,7 @@ func (s *Session) StartWaits(pid int, interval time.Duration) (*WaitSampler, err
 	w := &WaitSampler{interval: interval, reader: r, ring: rb, t0: t0, mono0: mono0,
 		stateIdx: map[string]uint16{}, byGoid: map[uint64]*goStates{}, counts: map[waitKey]uint64{},
 		calls: map[[2]int]uint64{}, sampled: map[[2]int]uint64{}, unread: map[[2]int]uint64{},
+		slow: slow, stackIdx: map[string]uint32{}, slowCount: map[slowKey]uint64{}, slowCalls: map[int]uint64{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go w.loop()
 	return w, nil
@@ -171,6 +191,10 @@ func (w *WaitSampler) add(snap goroutines.Snapshot) {
 	seq := w.seq
 	w.seq++
 	w.times = append(w.times, w.mono(snap.Time.Add(snap.Elapsed/2)))
+	if seq == 0 {
+		w.firstTime = w.times[0]
+	}
+	w.lastTime = w.times[len(w.times)-1]
 	for i := range snap.Goroutines {
 		g := &snap.Goroutines[i]
 		name, ok := stateOf(g)
@@ -188,12 +212,21 @@ func (w *WaitSampler) add(snap goroutines.Snapshot) {
 		}
 		for gs.first+len(gs.states) < seq {
 			gs.states = append(gs.states, stateMissing)
+			if w.slow {
+				gs.stacks = append(gs.stacks, 0)
+			}
 		}
 		gs.states = append(gs.states, st)
+		if w.slow {
+			gs.stacks = append(gs.stacks, w.stackID(g.Stack))
+		}
 		gs.last = seq
 		if len(gs.states) > 2*waitKeep {
 			n := len(gs.states) - waitKeep
 			gs.states = append(gs.states[:0], gs.states[n:]...)
+			if w.slow {
+				gs.stacks = append(gs.stacks[:0], gs.stacks[n:]...)
+			}
 			gs.first += n
 		}
 	}
@@ -226,6 +259,7 @@ func (w *WaitSampler) drain(all bool) {
 		var c bpf.LatencyStoppedCall
 		b := rec.RawSample
 		c.Fn = le32(b[0:])
+		c.Flags = le32(b[4:])
 		c.Goid = le64(b[8:])
 		c.Start = le64(b[16:])
 		c.End = le64(b[24:])
@@ -245,7 +279,12 @@ func (w *WaitSampler) drain(all bool) {
 			keep = append(keep, c)
 			continue
 		}
-		w.split(c)
+		if c.Flags&callStopped != 0 {
+			w.split(c)
+		}
+		if c.Flags&callSlow != 0 {
+			w.addSlow(c)
+		}
 	}
 	w.pending = keep
 }
@@ -398,4 +437,82 @@ type WaitBucket struct {
 	Sampled uint64       `json:"sampled_calls"`
 	Samples uint64       `json:"samples"`
 	States  []StateShare `json:"states"`
+}
+
+type slowKey struct {
+	fn    int
+	state uint16
+	stack uint32
+}
+
+// stackID interns a goroutine's stack (return addresses, innermost
+// first); 0 for none. Called with w.mu held.
+func (w *WaitSampler) stackID(st []uint64) uint32 {
+	if len(st) == 0 {
+		return 0
+	}
+	key := make([]byte, 0, 8*len(st))
+	for _, pc := range st {
+		key = binary.LittleEndian.AppendUint64(key, pc)
+	}
+	if id, ok := w.stackIdx[string(key)]; ok {
+		return id
+	}
+	w.stackList = append(w.stackList, st)
+	id := uint32(len(w.stackList))
+	w.stackIdx[string(key)] = id
+	return id
+}
+
+// addSlow counts the samples of slow call c's goroutine. Called with w.mu
+// held.
+func (w *WaitSampler) addSlow(c bpf.LatencyStoppedCall) {
+	fn := int(c.Fn)
+	w.slowCalls[fn]++
+	gs := w.byGoid[c.Goid]
+	if gs == nil {
+		return
+	}
+	lo := sort.Search(len(w.times), func(i int) bool { return w.times[i] >= int64(c.Start) })
+	for i := lo; i < len(w.times) && w.times[i] <= int64(c.End); i++ {
+		j := w.base + i - gs.first
+		if j < 0 || j >= len(gs.states) || j >= len(gs.stacks) || gs.states[j] == stateMissing {
+			continue
+		}
+		w.slowCount[slowKey{fn, gs.states[j], gs.stacks[j]}]++
+	}
+}
+
+// SlowSample is the samples of the slow calls of one function in one
+// state with one stack.
+type SlowSample struct {
+	Func    int      // index of the function
+	State   string   // as in WaitReport: running, runnable, syscall or a wait reason
+	Stack   []uint64 // the goroutine's return addresses, innermost first (nil while running)
+	Samples uint64
+}
+
+// Slow returns the samples of the slow calls, the slow calls counted per
+// function, and the mean time between samples.
+func (w *WaitSampler) Slow() ([]SlowSample, map[int]uint64, time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	every := w.interval
+	if w.seq > 1 {
+		every = time.Duration((w.lastTime - w.firstTime) / int64(w.seq-1))
+	}
+	var out []SlowSample
+	for k, n := range w.slowCount {
+		s := SlowSample{Func: k.fn, State: w.states[k.state], Samples: n}
+		if k.stack > 0 {
+			s.Stack = w.stackList[k.stack-1]
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Samples > out[j].Samples })
+	calls := map[int]uint64{}
+	for fn, n := range w.slowCalls {
+		calls[fn] = n
+	}
+	return out, calls, every
 }

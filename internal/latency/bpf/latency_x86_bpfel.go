@@ -77,7 +77,7 @@ type LatencySplit struct {
 type LatencyStoppedCall struct {
 	_     structs.HostLayout
 	Fn    uint32
-	Pad   uint32
+	Flags uint32
 	Goid  uint64
 	Start uint64
 	End   uint64
@@ -108,6 +108,7 @@ const (
 	LatencyVarGoidOff           = "goid_off"
 	LatencyVarSendStopped       = "send_stopped"
 	LatencyVarSeqOff            = "seq_off"
+	LatencyVarSlowNs            = "slow_ns"
 	LatencyVarStackHiOff        = "stack_hi_off"
 	LatencyVarTargetTgid        = "target_tgid"
 	LatencyVarUnusedStoppedCall = "unused_stopped_call"
@@ -182,6 +183,7 @@ type LatencyVariableSpecs struct {
 	GoidOff           *ebpf.VariableSpec `ebpf:"goid_off"`
 	SendStopped       *ebpf.VariableSpec `ebpf:"send_stopped"`
 	SeqOff            *ebpf.VariableSpec `ebpf:"seq_off"`
+	SlowNs            *ebpf.VariableSpec `ebpf:"slow_ns"`
 	StackHiOff        *ebpf.VariableSpec `ebpf:"stack_hi_off"`
 	TargetTgid        *ebpf.VariableSpec `ebpf:"target_tgid"`
 	UnusedStoppedCall *ebpf.VariableSpec `ebpf:"unused_stopped_call"`
@@ -235,6 +237,7 @@ type LatencyVariables struct {
 	GoidOff           *ebpf.Variable `ebpf:"goid_off"`
 	SendStopped       *ebpf.Variable `ebpf:"send_stopped"`
 	SeqOff            *ebpf.Variable `ebpf:"seq_off"`
+	SlowNs            *ebpf.Variable `ebpf:"slow_ns"`
 	StackHiOff        *ebpf.Variable `ebpf:"stack_hi_off"`
 	TargetTgid        *ebpf.Variable `ebpf:"target_tgid"`
 	UnusedStoppedCall *ebpf.Variable `ebpf:"unused_stopped_call"`

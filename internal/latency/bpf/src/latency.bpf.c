@@ -112,13 +112,16 @@ struct fstat {
  * goroutine table (doc/latency-split.md). */
 struct stopped_call {
 	u32 fn;
-	u32 pad;
+	u32 flags; /* CALL_STOPPED, CALL_SLOW */
 	u64 goid;
 	u64 start; /* bpf_ktime_get_ns at the entry */
 	u64 end;   /* at the return */
 };
 
 volatile const u8 send_stopped; /* whether user space samples the goroutine table */
+volatile const u64 slow_ns;     /* send the calls at least this long too (--slow); 0: none */
+#define CALL_STOPPED 1
+#define CALL_SLOW 2
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -380,14 +383,15 @@ int lat_ret(struct pt_regs *ctx)
 	if (seq_off && !bpf_probe_read_user(&seq, sizeof(seq), (void *)(k.g + seq_off)) && seq == seq0)
 		kind = 0;
 	record_split(st, fn, kind, d, tid0, run0, runq0, now);
-	if (kind && send_stopped) {
+	u32 flags = (kind && send_stopped ? CALL_STOPPED : 0) | (slow_ns && d >= slow_ns ? CALL_SLOW : 0);
+	if (flags) {
 		struct stopped_call *c = bpf_ringbuf_reserve(&stopped, sizeof(*c), 0);
 		if (!c) {
 			st->lost_stopped++;
 			return 0;
 		}
 		c->fn = fn;
-		c->pad = 0;
+		c->flags = flags;
 		c->goid = goid;
 		c->start = now - d;
 		c->end = now;
