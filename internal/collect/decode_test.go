@@ -664,6 +664,10 @@ func FuzzDecode(f *testing.F) {
 			if ev.State.OutState >= profile.NumStates {
 				t.Fatalf("out state %d", ev.State.OutState)
 			}
+		case ProcessExec:
+			if len(b) < 8 {
+				t.Fatalf("decoded an exec from %d bytes", len(b))
+			}
 		default:
 			t.Fatalf("Decode returned %T", ev)
 		}
