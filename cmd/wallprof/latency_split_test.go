@@ -66,6 +66,18 @@ func runLatencyOn(t *testing.T, target *exec.Cmd, fn string, flags ...string) (*
 	return &rep, stderr.String()
 }
 
+// eachToolchain runs f as a subtest for the target built, stripped, by the
+// installed Go ("local") and by Go 1.22.
+func eachToolchain(t *testing.T, f func(t *testing.T, bin string)) {
+	for _, tc := range []string{"", "go1.22.12"} {
+		name := tc
+		if name == "" {
+			name = "local"
+		}
+		t.Run(name, func(t *testing.T) { f(t, latencyTarget(t, true, tc)) })
+	}
+}
+
 // The split of a call's time into running, runnable and blocked, against
 // the program's own truth (doc/latency-split.md): goroutines locked to
 // their threads, more of them than CPUs, call main.work (spin 1-4 ms,
@@ -74,59 +86,52 @@ func runLatencyOn(t *testing.T, target *exec.Cmd, fn string, flags ...string) (*
 // 2 points of the program's; by Go 1.26 and 1.22, stripped.
 func TestLatencySplit(t *testing.T) {
 	requireRecording(t)
-	for _, tc := range []string{"", "go1.22.12"} {
-		name := tc
-		if name == "" {
-			name = "local"
+	eachToolchain(t, func(t *testing.T, bin string) {
+		out := filepath.Join(t.TempDir(), "truth.json")
+		target := startTarget(t, bin, "-split", "-calls", "1500", "-goroutines", "4", "-out", out)
+		rep, stderr := runLatencyOn(t, target, "main.work")
+		var truth splitTruth
+		readJSON(t, out, &truth)
+		fn := rep.Functions[0]
+		sp := fn.Split
+		if sp == nil {
+			t.Fatalf("no split in the report:\n%s", stderr)
 		}
-		t.Run(name, func(t *testing.T) {
-			bin := latencyTarget(t, true, tc)
-			out := filepath.Join(t.TempDir(), "truth.json")
-			target := startTarget(t, bin, "-split", "-calls", "1500", "-goroutines", "4", "-out", out)
-			rep, stderr := runLatencyOn(t, target, "main.work")
-			var truth splitTruth
-			readJSON(t, out, &truth)
-			fn := rep.Functions[0]
-			sp := fn.Split
-			if sp == nil {
-				t.Fatalf("no split in the report:\n%s", stderr)
+		run, runq, blocked := sp.Shares()
+		w := float64(truth.WallNs)
+		trun, trunq, tblocked := float64(truth.RunningNs)/w, float64(truth.RunnableNs)/w, float64(truth.BlockedNs)/w
+		t.Logf("%d calls, %d split, %d moved; wallprof: running %.1f%% runnable %.1f%% blocked %.1f%% of %v; program: running %.1f%% runnable %.1f%% blocked %.1f%% of %v",
+			fn.Count, sp.Calls, sp.Moved, 100*run, 100*runq, 100*blocked, time.Duration(sp.WallNs),
+			100*trun, 100*trunq, 100*tblocked, time.Duration(truth.WallNs))
+		if fn.Count != truth.Count || sp.Calls != truth.Count || sp.Moved != 0 {
+			t.Errorf("%d calls counted, %d split, %d moved; the program made %d on locked threads: want all split", fn.Count, sp.Calls, sp.Moved, truth.Count)
+		}
+		// Every call sleeps: its goroutine stops running on the way.
+		if !sp.SeqKnown || sp.Parked != sp.Calls || sp.Exact.Calls != 0 {
+			t.Errorf("parked known %v, %d of %d split calls parked, %d ran throughout; want all parked", sp.SeqKnown, sp.Parked, sp.Calls, sp.Exact.Calls)
+		}
+		for _, c := range []struct {
+			name      string
+			got, want float64
+		}{{"running", run, trun}, {"runnable", runq, trunq}, {"blocked", blocked, tblocked}} {
+			if math.Abs(c.got-c.want) > 0.02 {
+				t.Errorf("%s: wallprof %.1f%%, the program %.1f%%: more than 2 points apart", c.name, 100*c.got, 100*c.want)
 			}
-			run, runq, blocked := sp.Shares()
-			w := float64(truth.WallNs)
-			trun, trunq, tblocked := float64(truth.RunningNs)/w, float64(truth.RunnableNs)/w, float64(truth.BlockedNs)/w
-			t.Logf("%d calls, %d split, %d moved; wallprof: running %.1f%% runnable %.1f%% blocked %.1f%% of %v; program: running %.1f%% runnable %.1f%% blocked %.1f%% of %v",
-				fn.Count, sp.Calls, sp.Moved, 100*run, 100*runq, 100*blocked, time.Duration(sp.WallNs),
-				100*trun, 100*trunq, 100*tblocked, time.Duration(truth.WallNs))
-			if fn.Count != truth.Count || sp.Calls != truth.Count || sp.Moved != 0 {
-				t.Errorf("%d calls counted, %d split, %d moved; the program made %d on locked threads: want all split", fn.Count, sp.Calls, sp.Moved, truth.Count)
-			}
-			// Every call sleeps: its goroutine stops running on the way.
-			if !sp.SeqKnown || sp.Parked != sp.Calls || sp.Exact.Calls != 0 {
-				t.Errorf("parked known %v, %d of %d split calls parked, %d ran throughout; want all parked", sp.SeqKnown, sp.Parked, sp.Calls, sp.Exact.Calls)
-			}
-			for _, c := range []struct {
-				name      string
-				got, want float64
-			}{{"running", run, trun}, {"runnable", runq, trunq}, {"blocked", blocked, tblocked}} {
-				if math.Abs(c.got-c.want) > 0.02 {
-					t.Errorf("%s: wallprof %.1f%%, the program %.1f%%: more than 2 points apart", c.name, 100*c.got, 100*c.want)
-				}
-			}
-			var bucketCalls uint64
-			for _, b := range sp.Buckets {
-				bucketCalls += b.Calls
-			}
-			if bucketCalls != sp.Calls {
-				t.Errorf("the split's buckets hold %d calls, the split %d", bucketCalls, sp.Calls)
-			}
-			// The text output shows the split per bucket and in all.
-			var text bytes.Buffer
-			latency.WriteText(&text, fn)
-			if !strings.Contains(text.String(), "where the time went: running") || strings.Count(text.String(), "blocked") != len(sp.Buckets)+1 {
-				t.Errorf("text output without the split:\n%s", text.String())
-			}
-		})
-	}
+		}
+		var bucketCalls uint64
+		for _, b := range sp.Buckets {
+			bucketCalls += b.Calls
+		}
+		if bucketCalls != sp.Calls {
+			t.Errorf("the split's buckets hold %d calls, the split %d", bucketCalls, sp.Calls)
+		}
+		// The text output shows the split per bucket and in all.
+		var text bytes.Buffer
+		latency.WriteText(&text, fn)
+		if !strings.Contains(text.String(), "where the time went: running") || strings.Count(text.String(), "blocked") != len(sp.Buckets)+1 {
+			t.Errorf("text output without the split:\n%s", text.String())
+		}
+	})
 }
 
 // Calls that only compute, on locked threads (main.work -nonap): most run
@@ -214,54 +219,47 @@ type waitsTruth struct {
 // running came out 1 to 3 points low).
 func TestLatencyWaits(t *testing.T) {
 	requireRecording(t)
-	for _, tc := range []string{"", "go1.22.12"} {
-		name := tc
-		if name == "" {
-			name = "local"
+	eachToolchain(t, func(t *testing.T, bin string) {
+		out := filepath.Join(t.TempDir(), "truth.json")
+		target := startTarget(t, bin, "-waits", "-calls", "1000", "-goroutines", "1", "-out", out)
+		rep, stderr := runLatencyOn(t, target, "main.wait", "--sample-goroutines", "2ms")
+		var truth waitsTruth
+		readJSON(t, out, &truth)
+		fn := rep.Functions[0]
+		wr := fn.Waits
+		if wr == nil {
+			t.Fatalf("no goroutine states in the report:\n%s", stderr)
 		}
-		t.Run(name, func(t *testing.T) {
-			bin := latencyTarget(t, true, tc)
-			out := filepath.Join(t.TempDir(), "truth.json")
-			target := startTarget(t, bin, "-waits", "-calls", "1000", "-goroutines", "1", "-out", out)
-			rep, stderr := runLatencyOn(t, target, "main.wait", "--sample-goroutines", "2ms")
-			var truth waitsTruth
-			readJSON(t, out, &truth)
-			fn := rep.Functions[0]
-			wr := fn.Waits
-			if wr == nil {
-				t.Fatalf("no goroutine states in the report:\n%s", stderr)
+		got := map[string]float64{}
+		for _, s := range wr.States {
+			got[s.State] = s.Share
+		}
+		w := float64(truth.WallNs)
+		want := map[string]float64{"running": float64(truth.SpinNs) / w, "chan receive": float64(truth.ChanNs) / w, "sleep": float64(truth.SleepNs) / w}
+		t.Logf("%d calls, %d stopped, %d seen in %d samples; wallprof %v (%d samples unread); program: running %.1f%%, chan receive %.1f%%, sleep %.1f%% of %v",
+			fn.Count, wr.Calls, wr.Sampled, wr.Samples, wr.States, wr.Unread, 100*want["running"], 100*want["chan receive"], 100*want["sleep"], time.Duration(truth.WallNs))
+		if fn.Count != truth.Count || wr.Calls != truth.Count {
+			t.Errorf("%d calls counted, %d sent as stopped; the program made %d, each of which sleeps", fn.Count, wr.Calls, truth.Count)
+		}
+		if wr.Samples < 3000 {
+			t.Errorf("only %d samples", wr.Samples)
+		}
+		rest := 1.0
+		for state, share := range want {
+			rest -= got[state]
+			if math.Abs(got[state]-share) > 0.03 {
+				t.Errorf("%s: wallprof %.1f%%, the program %.1f%%: more than 3 points apart", state, 100*got[state], 100*share)
 			}
-			got := map[string]float64{}
-			for _, s := range wr.States {
-				got[s.State] = s.Share
-			}
-			w := float64(truth.WallNs)
-			want := map[string]float64{"running": float64(truth.SpinNs) / w, "chan receive": float64(truth.ChanNs) / w, "sleep": float64(truth.SleepNs) / w}
-			t.Logf("%d calls, %d stopped, %d seen in %d samples; wallprof %v (%d samples unread); program: running %.1f%%, chan receive %.1f%%, sleep %.1f%% of %v",
-				fn.Count, wr.Calls, wr.Sampled, wr.Samples, wr.States, wr.Unread, 100*want["running"], 100*want["chan receive"], 100*want["sleep"], time.Duration(truth.WallNs))
-			if fn.Count != truth.Count || wr.Calls != truth.Count {
-				t.Errorf("%d calls counted, %d sent as stopped; the program made %d, each of which sleeps", fn.Count, wr.Calls, truth.Count)
-			}
-			if wr.Samples < 3000 {
-				t.Errorf("only %d samples", wr.Samples)
-			}
-			rest := 1.0
-			for state, share := range want {
-				rest -= got[state]
-				if math.Abs(got[state]-share) > 0.03 {
-					t.Errorf("%s: wallprof %.1f%%, the program %.1f%%: more than 3 points apart", state, 100*got[state], 100*share)
-				}
-			}
-			if rest > 0.03 {
-				t.Errorf("%.1f%% of the samples in other states", 100*rest)
-			}
-			var text bytes.Buffer
-			latency.WriteText(&text, fn)
-			if !strings.Contains(text.String(), "their goroutine's state during the") || !strings.Contains(text.String(), "chan receive") {
-				t.Errorf("text output without the goroutine states:\n%s", text.String())
-			}
-		})
-	}
+		}
+		if rest > 0.03 {
+			t.Errorf("%.1f%% of the samples in other states", 100*rest)
+		}
+		var text bytes.Buffer
+		latency.WriteText(&text, fn)
+		if !strings.Contains(text.String(), "their goroutine's state during the") || !strings.Contains(text.String(), "chan receive") {
+			t.Errorf("text output without the goroutine states:\n%s", text.String())
+		}
+	})
 }
 
 // --slow with --profile: the calls of main.wait that took at least 13 ms
