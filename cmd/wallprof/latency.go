@@ -63,9 +63,10 @@ are seen in at most one sample each: the shares hold over many calls.
 With --slow D --profile FILE, the calls that took at least D are written
 to FILE as a pprof profile of where their goroutine was in those reads:
 its stack while it waited (labelled wait_reason: sleep, chan receive, IO
-wait, ...), was runnable or in a system call, and "[running]" under the
-function while it ran (the goroutine table has no stack for a running
-goroutine: use wallprof record for its on-CPU stacks). Each read counts
+wait, ...), was runnable or in a system call, and while it ran, the
+stacks sampled on a CPU during the call (a cpu-clock sample every half
+interval of CPU time, of the goroutines inside a measured call), or
+"[running]" under the function when the call had none. Each read counts
 the interval (sample type wall, nanoseconds).
 
 Each probe hit costs the calling goroutine about 15 µs (measured on a
@@ -178,7 +179,11 @@ func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return fail("read the mappings of process %d: %v", f.pid, err)
 		}
 	}
-	sess, err := latency.StartWith(bin, exe, f.pid, latency.Options{Waits: sample, Slow: f.slow})
+	opts := latency.Options{Waits: sample, Slow: f.slow}
+	if f.profile != "" {
+		opts.CPUPeriod = max(f.sampleGs/2, time.Millisecond)
+	}
+	sess, err := latency.StartWith(bin, exe, f.pid, opts)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -277,8 +282,15 @@ func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if err := outfile.Write(f.profile, func(w io.Writer) error { return present.WritePprof(w, p) }); err != nil {
 			return fail("cannot write the profile to %s: %v", f.profile, err)
 		}
-		fmt.Fprintf(stderr, "wallprof latency: wrote %s: %d calls of at least %v, their goroutines seen in %d reads of the goroutine table.\n",
+		fmt.Fprintf(stderr, "wallprof latency: wrote %s: %d calls of at least %v, their goroutines seen in %.0f reads of the goroutine table.\n",
 			f.profile, calls, f.slow, reads)
+		if _, used, stacked, alone := waits.CPUSamples(); stacked+alone > 0 {
+			fmt.Fprintf(stderr, "wallprof latency: %.0f%% of the reads that found the goroutine running have on-CPU stacks (%d samples, every %v of CPU time); the rest are \"[running]\".\n",
+				100*stacked/(stacked+alone), used, opts.CPUPeriod)
+		}
+		if n := sess.LostCPUSamples(); n > 0 {
+			fmt.Fprintf(stderr, "wallprof latency: note: %d on-CPU samples were lost (the ring buffer was full).\n", n)
+		}
 	}
 	fmt.Fprintf(stderr, "wallprof latency: cost: %d probe hits, ~%v each to the calling thread (uprobe trap and BPF program, see BENCHMARKS.md): ~%v of the target's time in %v.\n",
 		rep.Cost.ProbeHits, latency.ProbeHitCost, time.Duration(rep.Cost.EstimatedNs).Round(time.Microsecond), time.Duration(rep.DurationNs).Round(time.Millisecond))
@@ -346,8 +358,9 @@ func processRunning(pid int) bool {
 // slowProfile builds the profile of the slow calls from the sampler's
 // reads: one sample per function, state and stack, weighing the reads'
 // interval each. Running goroutines have no stack in the table: their
-// samples are "[running]" under the function.
-func slowProfile(w *latency.WaitSampler, bin *latency.Binary, syms *symbolize.Process, program string, start time.Time) (p *profile.Profile, calls, reads uint64) {
+// reads take the stacks sampled on a CPU during the call, or are
+// "[running]" under the function when none was.
+func slowProfile(w *latency.WaitSampler, bin *latency.Binary, syms *symbolize.Process, program string, start time.Time) (p *profile.Profile, calls uint64, reads float64) {
 	samples, perFunc, interval := w.Slow()
 	p = &profile.Profile{Start: start, Duration: time.Since(start), Period: int64(interval), Command: program, Program: program}
 	maps := map[*profile.Mapping]*profile.Mapping{}
@@ -389,14 +402,16 @@ func slowProfile(w *latency.WaitSampler, bin *latency.Binary, syms *symbolize.Pr
 		calls += n
 	}
 	for _, s := range samples {
-		reads += s.Samples
+		reads += s.Reads
 		fn := bin.Funcs[s.Func].Name
-		ps := &profile.Sample{PID: syms.PID(), Value: int64(s.Samples) * int64(interval),
+		ps := &profile.Sample{PID: syms.PID(), Value: int64(s.Reads * float64(interval)),
 			Labels: map[string]string{"function": fn, "goroutine_state": s.State}}
 		switch s.State {
 		case latency.StateRunning:
 			ps.State = profile.OnCPU
-			ps.Stack = []*profile.Location{pseudo("[running]"), pseudo(fn)}
+			if len(s.Stack) == 0 {
+				ps.Stack = []*profile.Location{pseudo("[running]"), pseudo(fn)}
+			}
 		case latency.StateRunnable:
 			ps.State = profile.Runnable
 		case latency.StateSyscall:

@@ -295,6 +295,10 @@ func TestLatencySlowProfile(t *testing.T) {
 			by["chan"] += s.Value
 		case s.Labels["wait_reason"] == "sleep" && slices.Contains(funcs, "time.Sleep"):
 			by["sleep"] += s.Value
+		case s.Labels["goroutine_state"] == "running" && slices.Contains(funcs, "main.spinUntil"):
+			// On a CPU, with the stack sampled there.
+			by["running"] += s.Value
+			by["spin"] += s.Value
 		case s.Labels["goroutine_state"] == "running" && funcs[len(funcs)-1] == "[running]":
 			by["running"] += s.Value
 		default:
@@ -319,5 +323,10 @@ func TestLatencySlowProfile(t *testing.T) {
 	}
 	if share := float64(by["other"]) / float64(total); share > 0.05 {
 		t.Errorf("%.1f%% of the samples neither running nor in the channel wait or the sleep", 100*share)
+	}
+	// The goroutine ran in main.spinUntil, on a CPU of its own (GOMAXPROCS
+	// 3, one goroutine): the running time has its on-CPU stacks.
+	if share := float64(by["spin"]) / float64(by["running"]); share < 0.8 {
+		t.Errorf("%.1f%% of the running time has an on-CPU stack in main.spinUntil, want most (%v)\n%s", 100*share, by, stderr)
 	}
 }

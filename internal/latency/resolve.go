@@ -60,6 +60,8 @@ type Binary struct {
 	GoidOff    uint32 // offset of g.goid
 	StackHiOff uint32 // offset of g.stack.hi
 	SeqOff     uint32 // offset of g.trackingSeq (seq.go); 0 if not known
+	GMOff      uint32 // offset of g.m
+	MCurgOff   uint32 // offset of m.curg
 	Funcs      []Func
 }
 
@@ -83,6 +85,7 @@ func Resolve(exe string, pid int, names []string) (*Binary, error) {
 		}
 		defer gb.f.Close()
 		b.GoVersion, b.GoidOff, b.StackHiOff, b.SeqOff = gb.version, gb.goidOff, gb.stackHiOff, gb.seqOff
+		b.GMOff, b.MCurgOff = gb.gmOff, gb.mcurgOff
 	}
 	for _, name := range names {
 		var fn Func
@@ -107,6 +110,7 @@ type goBinary struct {
 	version             string
 	goidOff, stackHiOff uint32
 	seqOff              uint32
+	gmOff, mcurgOff     uint32
 }
 
 func openGo(path string) (*goBinary, error) {
@@ -147,7 +151,8 @@ func readGo(f *os.File, path string) (*goBinary, error) {
 	}
 	return &goBinary{f: f, ef: ef, tab: tab, version: ver,
 		goidOff: uint32(layout.Offsets.GGoid), stackHiOff: uint32(layout.Offsets.GStackHi),
-		seqOff: TrackingSeqOffset(ef, ver)}, nil
+		seqOff: TrackingSeqOffset(ef, ver),
+		gmOff:  uint32(layout.Offsets.GM), mcurgOff: uint32(layout.Offsets.MCurg)}, nil
 }
 
 func minorNumber(m string) int {

@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/wallprof/wallprof/internal/latency/bpf"
+	"github.com/wallprof/wallprof/internal/linux"
 )
 
 // MaxOpenCalls is the size of the kernel's table of open calls (an LRU
@@ -69,6 +70,9 @@ type Session struct {
 	// uprobes0 is the index in links of the first uprobe (before it: the
 	// sched_switch program).
 	uprobes0 int
+	// perfFDs are the cpu-clock events of the on-CPU samples (CPUPeriod).
+	perfFDs []int
+	cpuOn   bool
 }
 
 // Options change what a Session does.
@@ -79,6 +83,10 @@ type Options struct {
 	// Slow makes them send the calls that took at least Slow too, for
 	// the WaitSampler's profile of the slow calls (0: none).
 	Slow time.Duration
+	// CPUPeriod, when positive, samples the stacks of the goroutines with
+	// an open call every CPUPeriod of CPU time (a cpu-clock event on every
+	// CPU), for the WaitSampler's profile of the slow calls.
+	CPUPeriod time.Duration
 }
 
 // Start loads the BPF programs and attaches them to the functions of bin in
@@ -119,6 +127,11 @@ func StartWith(bin *Binary, exe string, pid int, opts Options) (*Session, error)
 	if err := spec.Variables["slow_ns"].Set(uint64(max(opts.Slow, 0))); err != nil {
 		return nil, err
 	}
+	for name, v := range map[string]uint32{"gm_off": bin.GMOff, "mcurg_off": bin.MCurgOff, "nfuncs": uint32(len(bin.Funcs))} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, err
+		}
+	}
 	s := &Session{bin: bin}
 	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
 		return nil, fmt.Errorf("load BPF programs: %w", err)
@@ -131,6 +144,12 @@ func StartWith(bin *Binary, exe string, pid int, opts Options) (*Session, error)
 	}
 	s.links = append(s.links, sw)
 	s.uprobes0 = len(s.links)
+	if opts.CPUPeriod > 0 && bin.GoVersion != "" {
+		if err := s.attachCPUClock(opts.CPUPeriod); err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("sample on-CPU stacks: %w", err)
+		}
+	}
 	var ex *link.Executable
 	if bin.GoVersion != "" {
 		if ex, err = link.OpenExecutable(exe); err != nil {
@@ -169,6 +188,39 @@ func (s *Session) attach(ex *link.Executable, prog *ebpf.Program, off uint64, fn
 	}
 	s.links = append(s.links, l)
 	return nil
+}
+
+// attachCPUClock runs lat_cpu every period of CPU time on every CPU.
+func (s *Session) attachCPUClock(period time.Duration) error {
+	cpus, err := linux.OnlineCPUs()
+	if err != nil {
+		return err
+	}
+	for _, cpu := range cpus {
+		fd, err := linux.OpenCPUClock(cpu, uint64(period))
+		if err != nil {
+			return err
+		}
+		s.perfFDs = append(s.perfFDs, fd)
+		if err := linux.AttachPerfBPF(fd, s.objs.LatCpu.FD()); err != nil {
+			return err
+		}
+	}
+	s.cpuOn = true
+	return nil
+}
+
+// LostCPUSamples returns how many on-CPU samples the ring could not take.
+func (s *Session) LostCPUSamples() uint64 {
+	var per []uint64
+	if err := s.objs.LostCpu.Lookup(uint32(0), &per); err != nil {
+		return 0
+	}
+	var n uint64
+	for _, v := range per {
+		n += v
+	}
+	return n
 }
 
 // attachNative puts a uprobe and a uretprobe on a native function.
@@ -279,6 +331,10 @@ func (s *Session) ProgramStats() (run time.Duration, runs uint64, ok bool) {
 // Stop detaches every probe and frees the BPF objects. It may be called
 // more than once.
 func (s *Session) Stop() {
+	for _, fd := range s.perfFDs {
+		linux.ClosePerfEvent(fd)
+	}
+	s.perfFDs = nil
 	for _, l := range s.links {
 		l.Close()
 	}

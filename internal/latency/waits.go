@@ -51,6 +51,12 @@ type waitKey struct {
 	state      uint16
 }
 
+// cpuSample is an on-CPU sample of a goroutine in an open call.
+type cpuSample struct {
+	time  int64  // CLOCK_MONOTONIC ns
+	stack uint32 // its number in stackList
+}
+
 type goStates struct {
 	first  int      // the sample sequence number of states[0]
 	states []uint16 // one per sample from first on
@@ -89,13 +95,22 @@ type WaitSampler struct {
 	// and the samples of the slow calls by function, state and stack.
 	slow      bool
 	stackIdx  map[string]uint32
-	stackList [][]uint64 // by number - 1
-	slowCount map[slowKey]uint64
-	slowCalls map[int]uint64 // per function
-	cost      time.Duration  // wallprof's time reading the table
-	stopOnce  sync.Once
-	stop      chan struct{}
-	done      chan struct{}
+	stackList [][]uint64          // by number - 1
+	slowCount map[slowKey]float64 // reads, shared among the on-CPU stacks
+	slowCalls map[int]uint64      // per function
+	// The on-CPU samples of goroutines in an open call (Options.CPUPeriod):
+	// each slow call's running reads are shared among the stacks sampled
+	// on a CPU during it.
+	cpu        *ringbuf.Reader
+	cpuByGoid  map[uint64][]cpuSample
+	cpuTaken   uint64        // on-CPU samples received
+	cpuUsed    uint64        // of which in a slow call
+	cpuRunning float64       // running reads given on-CPU stacks
+	cpuAlone   float64       // running reads of slow calls without an on-CPU sample
+	cost       time.Duration // wallprof's time reading the table
+	stopOnce   sync.Once
+	stop       chan struct{}
+	done       chan struct{}
 }
 
 // StartWaits samples the goroutine table of process pid every interval,
@@ -114,11 +129,20 @@ func (s *Session) StartWaits(pid int, interval time.Duration, slow bool) (*WaitS
 		r.Close()
 		return nil, err
 	}
+	var cpu *ringbuf.Reader
+	if slow && s.cpuOn {
+		if cpu, err = ringbuf.NewReader(s.objs.Cpu); err != nil {
+			rb.Close()
+			r.Close()
+			return nil, err
+		}
+	}
 	t0, mono0 := time.Now(), int64(linux.Monotonic())
 	w := &WaitSampler{interval: interval, reader: r, ring: rb, t0: t0, mono0: mono0,
 		stateIdx: map[string]uint16{}, byGoid: map[uint64]*goStates{}, counts: map[waitKey]uint64{},
 		calls: map[[2]int]uint64{}, sampled: map[[2]int]uint64{}, unread: map[[2]int]uint64{},
-		slow: slow, stackIdx: map[string]uint32{}, slowCount: map[slowKey]uint64{}, slowCalls: map[int]uint64{},
+		slow: slow, stackIdx: map[string]uint32{}, slowCount: map[slowKey]float64{}, slowCalls: map[int]uint64{},
+		cpu: cpu, cpuByGoid: map[uint64][]cpuSample{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go w.loop()
 	return w, nil
@@ -241,6 +265,14 @@ func (w *WaitSampler) add(snap goroutines.Snapshot) {
 				delete(w.byGoid, id)
 			}
 		}
+		for id, ss := range w.cpuByGoid {
+			i := sort.Search(len(ss), func(i int) bool { return ss[i].time >= w.times[0] })
+			if i == len(ss) {
+				delete(w.cpuByGoid, id)
+			} else if i > 0 {
+				w.cpuByGoid[id] = append(ss[:0], ss[i:]...)
+			}
+		}
 	}
 }
 
@@ -248,6 +280,17 @@ func (w *WaitSampler) add(snap goroutines.Snapshot) {
 // before the last sample (all: at the end).
 func (w *WaitSampler) drain(all bool) {
 	var rec ringbuf.Record
+	// The on-CPU samples first: those of a call that ended are all in the
+	// ring by then.
+	for w.cpu != nil {
+		w.cpu.SetDeadline(time.Now())
+		if err := w.cpu.ReadInto(&rec); err != nil {
+			break
+		}
+		w.mu.Lock()
+		w.addCPU(rec.RawSample)
+		w.mu.Unlock()
+	}
 	for {
 		w.ring.SetDeadline(time.Now())
 		if err := w.ring.ReadInto(&rec); err != nil {
@@ -337,6 +380,9 @@ func (w *WaitSampler) Stop() {
 		close(w.stop)
 		<-w.done
 		w.ring.Close()
+		if w.cpu != nil {
+			w.cpu.Close()
+		}
 		w.reader.Close()
 	})
 }
@@ -473,23 +519,98 @@ func (w *WaitSampler) addSlow(c bpf.LatencyStoppedCall) {
 	if gs == nil {
 		return
 	}
+	running, hasRunning := w.stateIdx[StateRunning]
+	var runs float64
 	lo := sort.Search(len(w.times), func(i int) bool { return w.times[i] >= int64(c.Start) })
 	for i := lo; i < len(w.times) && w.times[i] <= int64(c.End); i++ {
 		j := w.base + i - gs.first
 		if j < 0 || j >= len(gs.states) || j >= len(gs.stacks) || gs.states[j] == stateMissing {
 			continue
 		}
+		if hasRunning && gs.states[j] == running {
+			runs++
+			continue
+		}
 		w.slowCount[slowKey{fn, gs.states[j], gs.stacks[j]}]++
+	}
+	if runs == 0 {
+		return
+	}
+	// The reads say how long the goroutine ran; the on-CPU samples
+	// taken during the call say where.
+	ss := w.cpuByGoid[c.Goid]
+	a := sort.Search(len(ss), func(i int) bool { return ss[i].time >= int64(c.Start) })
+	b := sort.Search(len(ss), func(i int) bool { return ss[i].time > int64(c.End) })
+	if a >= b {
+		w.cpuAlone += runs
+		w.slowCount[slowKey{fn, running, 0}] += runs
+		return
+	}
+	w.cpuRunning += runs
+	w.cpuUsed += uint64(b - a)
+	share := runs / float64(b-a)
+	for _, smp := range ss[a:b] {
+		w.slowCount[slowKey{fn, running, smp.stack}] += share
 	}
 }
 
-// SlowSample is the samples of the slow calls of one function in one
-// state with one stack.
+// addCPU keeps one on-CPU sample (struct cpu_sample). Called with w.mu
+// held.
+func (w *WaitSampler) addCPU(b []byte) {
+	const head = 24
+	if len(b) < head {
+		return
+	}
+	goid, t, n := le64(b[0:]), int64(le64(b[8:])), int(le32(b[16:]))
+	n = min(n, (len(b)-head)/8)
+	w.cpuTaken++
+	if n == 0 {
+		return
+	}
+	st := make([]uint64, n)
+	for i := range st {
+		st[i] = le64(b[head+8*i:])
+	}
+	// The stacks are kept as return addresses: the leaf's own pc is
+	// stored as pc+1, as if it were one.
+	st[0]++
+	ss := w.cpuByGoid[goid]
+	if len(ss) > 0 && ss[len(ss)-1].time > t {
+		// Samples from two CPUs may arrive out of order.
+		i := sort.Search(len(ss), func(i int) bool { return ss[i].time > t })
+		ss = append(ss, cpuSample{})
+		copy(ss[i+1:], ss[i:])
+		ss[i] = cpuSample{t, w.stackID(st)}
+	} else {
+		ss = append(ss, cpuSample{t, w.stackID(st)})
+	}
+	if len(ss) > 2*waitKeep {
+		ss = append(ss[:0], ss[len(ss)-waitKeep:]...)
+	}
+	w.cpuByGoid[goid] = ss
+}
+
+// SlowSample is the reads of the goroutine table in the slow calls of one
+// function, in one state, with one stack.
 type SlowSample struct {
-	Func    int      // index of the function
-	State   string   // as in WaitReport: running, runnable, syscall or a wait reason
-	Stack   []uint64 // the goroutine's return addresses, innermost first (nil while running)
-	Samples uint64
+	Func  int    // index of the function
+	State string // as in WaitReport: running, runnable, syscall or a wait reason
+	// Stack is the goroutine's return addresses, innermost first: from
+	// the table, or while running, an on-CPU sample's (its leaf pc + 1,
+	// like a return address); nil while running without one.
+	Stack []uint64
+	// Reads is the reads in that state and stack: a running read is
+	// shared equally among the call's on-CPU samples.
+	Reads float64
+}
+
+// CPUSamples says what the on-CPU samples gave the slow calls' profile:
+// samples taken, those in slow calls, the running reads given their
+// stacks, and the running reads of slow calls without any on-CPU sample.
+func (w *WaitSampler) CPUSamples() (taken, used uint64, stacked, alone float64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cpuTaken, w.cpuUsed, w.cpuRunning, w.cpuAlone
 }
 
 // Slow returns the samples of the slow calls, the slow calls counted per
@@ -503,13 +624,13 @@ func (w *WaitSampler) Slow() ([]SlowSample, map[int]uint64, time.Duration) {
 	}
 	var out []SlowSample
 	for k, n := range w.slowCount {
-		s := SlowSample{Func: k.fn, State: w.states[k.state], Samples: n}
+		s := SlowSample{Func: k.fn, State: w.states[k.state], Reads: n}
 		if k.stack > 0 {
 			s.Stack = w.stackList[k.stack-1]
 		}
 		out = append(out, s)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Samples > out[j].Samples })
+	sort.Slice(out, func(i, j int) bool { return out[i].Reads > out[j].Reads })
 	calls := map[int]uint64{}
 	for fn, n := range w.slowCalls {
 		calls[fn] = n

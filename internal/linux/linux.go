@@ -188,6 +188,12 @@ func AttachPerfBPF(fd, progFD int) error {
 	return nil
 }
 
+// ClosePerfEvent disables a perf event and closes it.
+func ClosePerfEvent(fd int) {
+	_ = unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_DISABLE, 0)
+	_ = unix.Close(fd)
+}
+
 // FindKernelSymbol returns the first /proc/kallsyms text symbol whose name is
 // base or base followed by a compiler suffix (".isra.0", ".constprop.0").
 func FindKernelSymbol(base string) (string, error) {

@@ -5,4 +5,4 @@
 // and a test checks that the committed object matches the source.
 package bpf
 
-//go:generate go tool bpf2go -go-package bpf -target amd64 -type fstat -type gkey -type gentry -type split -type stopped_call Latency src/latency.bpf.c -- -I/usr/include/x86_64-linux-gnu -O2 -g -Wall -Werror -mcpu=v3
+//go:generate go tool bpf2go -go-package bpf -target amd64 -type fstat -type gkey -type gentry -type split -type stopped_call -type cpu_sample Latency src/latency.bpf.c -- -I/usr/include/x86_64-linux-gnu -O2 -g -Wall -Werror -mcpu=v3

@@ -13,6 +13,15 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type LatencyCpuSample struct {
+	_       structs.HostLayout
+	Goid    uint64
+	Time    uint64
+	Nframes uint32
+	Pad     uint32
+	Pcs     [127]uint64
+}
+
 type LatencyFstat struct {
 	_           structs.HostLayout
 	Count       uint64
@@ -94,23 +103,30 @@ type LatencyTcpu struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	LatencyMapCalls             = "calls"
+	LatencyMapCpu               = "cpu"
 	LatencyMapHist              = "hist"
+	LatencyMapLostCpu           = "lost_cpu"
 	LatencyMapNcalls            = "ncalls"
 	LatencyMapSplits            = "splits"
 	LatencyMapStats             = "stats"
 	LatencyMapStopped           = "stopped"
 	LatencyMapThreads           = "threads"
+	LatencyProgLatCpu           = "lat_cpu"
 	LatencyProgLatEntry         = "lat_entry"
 	LatencyProgLatRet           = "lat_ret"
 	LatencyProgLatSwitch        = "lat_switch"
 	LatencyProgNatEntry         = "nat_entry"
 	LatencyProgNatRet           = "nat_ret"
+	LatencyVarGmOff             = "gm_off"
 	LatencyVarGoidOff           = "goid_off"
+	LatencyVarMcurgOff          = "mcurg_off"
+	LatencyVarNfuncs            = "nfuncs"
 	LatencyVarSendStopped       = "send_stopped"
 	LatencyVarSeqOff            = "seq_off"
 	LatencyVarSlowNs            = "slow_ns"
 	LatencyVarStackHiOff        = "stack_hi_off"
 	LatencyVarTargetTgid        = "target_tgid"
+	LatencyVarUnusedCpuSample   = "unused_cpu_sample"
 	LatencyVarUnusedStoppedCall = "unused_stopped_call"
 )
 
@@ -156,6 +172,7 @@ type LatencySpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type LatencyProgramSpecs struct {
+	LatCpu    *ebpf.ProgramSpec `ebpf:"lat_cpu"`
 	LatEntry  *ebpf.ProgramSpec `ebpf:"lat_entry"`
 	LatRet    *ebpf.ProgramSpec `ebpf:"lat_ret"`
 	LatSwitch *ebpf.ProgramSpec `ebpf:"lat_switch"`
@@ -168,7 +185,9 @@ type LatencyProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type LatencyMapSpecs struct {
 	Calls   *ebpf.MapSpec `ebpf:"calls"`
+	Cpu     *ebpf.MapSpec `ebpf:"cpu"`
 	Hist    *ebpf.MapSpec `ebpf:"hist"`
+	LostCpu *ebpf.MapSpec `ebpf:"lost_cpu"`
 	Ncalls  *ebpf.MapSpec `ebpf:"ncalls"`
 	Splits  *ebpf.MapSpec `ebpf:"splits"`
 	Stats   *ebpf.MapSpec `ebpf:"stats"`
@@ -180,12 +199,16 @@ type LatencyMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type LatencyVariableSpecs struct {
+	GmOff             *ebpf.VariableSpec `ebpf:"gm_off"`
 	GoidOff           *ebpf.VariableSpec `ebpf:"goid_off"`
+	McurgOff          *ebpf.VariableSpec `ebpf:"mcurg_off"`
+	Nfuncs            *ebpf.VariableSpec `ebpf:"nfuncs"`
 	SendStopped       *ebpf.VariableSpec `ebpf:"send_stopped"`
 	SeqOff            *ebpf.VariableSpec `ebpf:"seq_off"`
 	SlowNs            *ebpf.VariableSpec `ebpf:"slow_ns"`
 	StackHiOff        *ebpf.VariableSpec `ebpf:"stack_hi_off"`
 	TargetTgid        *ebpf.VariableSpec `ebpf:"target_tgid"`
+	UnusedCpuSample   *ebpf.VariableSpec `ebpf:"unused_cpu_sample"`
 	UnusedStoppedCall *ebpf.VariableSpec `ebpf:"unused_stopped_call"`
 }
 
@@ -210,7 +233,9 @@ func (o *LatencyObjects) Close() error {
 // It can be passed to LoadLatencyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type LatencyMaps struct {
 	Calls   *ebpf.Map `ebpf:"calls"`
+	Cpu     *ebpf.Map `ebpf:"cpu"`
 	Hist    *ebpf.Map `ebpf:"hist"`
+	LostCpu *ebpf.Map `ebpf:"lost_cpu"`
 	Ncalls  *ebpf.Map `ebpf:"ncalls"`
 	Splits  *ebpf.Map `ebpf:"splits"`
 	Stats   *ebpf.Map `ebpf:"stats"`
@@ -221,7 +246,9 @@ type LatencyMaps struct {
 func (m *LatencyMaps) Close() error {
 	return _LatencyClose(
 		m.Calls,
+		m.Cpu,
 		m.Hist,
+		m.LostCpu,
 		m.Ncalls,
 		m.Splits,
 		m.Stats,
@@ -234,12 +261,16 @@ func (m *LatencyMaps) Close() error {
 //
 // It can be passed to LoadLatencyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type LatencyVariables struct {
+	GmOff             *ebpf.Variable `ebpf:"gm_off"`
 	GoidOff           *ebpf.Variable `ebpf:"goid_off"`
+	McurgOff          *ebpf.Variable `ebpf:"mcurg_off"`
+	Nfuncs            *ebpf.Variable `ebpf:"nfuncs"`
 	SendStopped       *ebpf.Variable `ebpf:"send_stopped"`
 	SeqOff            *ebpf.Variable `ebpf:"seq_off"`
 	SlowNs            *ebpf.Variable `ebpf:"slow_ns"`
 	StackHiOff        *ebpf.Variable `ebpf:"stack_hi_off"`
 	TargetTgid        *ebpf.Variable `ebpf:"target_tgid"`
+	UnusedCpuSample   *ebpf.Variable `ebpf:"unused_cpu_sample"`
 	UnusedStoppedCall *ebpf.Variable `ebpf:"unused_stopped_call"`
 }
 
@@ -247,6 +278,7 @@ type LatencyVariables struct {
 //
 // It can be passed to LoadLatencyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type LatencyPrograms struct {
+	LatCpu    *ebpf.Program `ebpf:"lat_cpu"`
 	LatEntry  *ebpf.Program `ebpf:"lat_entry"`
 	LatRet    *ebpf.Program `ebpf:"lat_ret"`
 	LatSwitch *ebpf.Program `ebpf:"lat_switch"`
@@ -256,6 +288,7 @@ type LatencyPrograms struct {
 
 func (p *LatencyPrograms) Close() error {
 	return _LatencyClose(
+		p.LatCpu,
 		p.LatEntry,
 		p.LatRet,
 		p.LatSwitch,

@@ -60,6 +60,9 @@ volatile const u32 goid_off;     /* offset of g.goid */
 volatile const u32 stack_hi_off; /* offset of g.stack.hi */
 volatile const u32 target_tgid;  /* the process measured (for lat_switch) */
 volatile const u32 seq_off;      /* offset of g.trackingSeq (u8), 0 if unknown */
+volatile const u32 gm_off;       /* offset of g.m (lat_cpu) */
+volatile const u32 mcurg_off;    /* offset of m.curg (lat_cpu) */
+volatile const u32 nfuncs;       /* functions probed (lat_cpu) */
 
 /* The kernel's types, as much as is read of them (CO-RE relocates). */
 struct sched_info {
@@ -474,6 +477,78 @@ int nat_ret(struct pt_regs *ctx)
 	bpf_map_delete_elem(&ncalls, &k);
 	record_call(st, fn, d);
 	record_split(st, fn, 0, d, tid0, run0, runq0, now);
+	return 0;
+}
+
+/*
+ * On-CPU stacks of the timed calls, for the profile of the slow calls
+ * (--slow --profile): a cpu-clock event on every CPU runs lat_cpu, which,
+ * on a thread of the target running a goroutine with an open call, sends
+ * the goroutine's id, the time and its user stack. User space keeps them
+ * per goroutine and gives a slow call's running time the stacks sampled
+ * during it. The goroutine is m.curg of the thread's g (r14 in its saved
+ * user registers): on the system stack (g0), r14 is g0, and curg the
+ * goroutine that switched to it.
+ */
+#define CPU_FRAMES 127
+struct cpu_sample {
+	u64 goid;
+	u64 time;    /* bpf_ktime_get_ns */
+	u32 nframes; /* in pcs: the leaf's pc, then return addresses */
+	u32 pad;
+	u64 pcs[CPU_FRAMES];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} cpu SEC(".maps");
+
+const struct cpu_sample *unused_cpu_sample __attribute__((unused));
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u64);
+} lost_cpu SEC(".maps");
+
+SEC("perf_event")
+int lat_cpu(void *ctx)
+{
+	if ((u32)(bpf_get_current_pid_tgid() >> 32) != target_tgid)
+		return 0;
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	u64 g = BPF_CORE_READ(regs, r14), m = 0, curg = 0, goid = 0;
+	if (!g || bpf_probe_read_user(&m, sizeof(m), (void *)(g + gm_off)) || !m ||
+	    bpf_probe_read_user(&curg, sizeof(curg), (void *)(m + mcurg_off)) || !curg ||
+	    bpf_probe_read_user(&goid, sizeof(goid), (void *)(curg + goid_off)))
+		return 0;
+	int open = 0;
+	for (u32 fn = 0; fn < MAX_FUNCS && fn < nfuncs; fn++) {
+		struct gkey k = {.g = curg, .fn = fn};
+		struct gentry *e = bpf_map_lookup_elem(&calls, &k);
+		if (e && e->goid == goid) {
+			open = 1;
+			break;
+		}
+	}
+	if (!open)
+		return 0;
+	struct cpu_sample *s = bpf_ringbuf_reserve(&cpu, sizeof(*s), 0);
+	if (!s) {
+		u32 zero = 0;
+		u64 *n = bpf_map_lookup_elem(&lost_cpu, &zero);
+		if (n)
+			(*n)++;
+		return 0;
+	}
+	s->goid = goid;
+	s->time = bpf_ktime_get_ns();
+	s->pad = 0;
+	long n = bpf_get_stack(ctx, s->pcs, sizeof(s->pcs), BPF_F_USER_STACK);
+	s->nframes = n > 0 ? (u32)((u64)n >> 3) : 0;
+	bpf_ringbuf_submit(s, BPF_RB_NO_WAKEUP);
 	return 0;
 }
 

@@ -317,11 +317,7 @@ var (
 //go:noinline
 func wait(i int) (spin, ch, nap time.Duration) {
 	t0 := time.Now()
-	end := t0.Add(waitSpins[i%len(waitSpins)] * time.Millisecond)
-	x := 0
-	for time.Now().Before(end) {
-		x++
-	}
+	x := spinUntil(t0.Add(waitSpins[i%len(waitSpins)] * time.Millisecond))
 	t1 := time.Now()
 	<-time.After(waitChans[i%len(waitChans)] * time.Millisecond)
 	t2 := time.Now()
@@ -331,6 +327,18 @@ func wait(i int) (spin, ch, nap time.Duration) {
 		panic("never")
 	}
 	return t1.Sub(t0), t2.Sub(t1), t3.Sub(t2)
+}
+
+// spinUntil computes until end, in a function of its own: the slow calls'
+// profile must find it on a CPU.
+//
+//go:noinline
+func spinUntil(end time.Time) int {
+	x := 0
+	for time.Now().Before(end) {
+		x++
+	}
+	return x
 }
 
 func runWaits(calls, gs int) truth {
