@@ -64,10 +64,11 @@ With --slow D --profile FILE, the calls that took at least D are written
 to FILE as a pprof profile of where their goroutine was in those reads:
 its stack while it waited (labelled wait_reason: sleep, chan receive, IO
 wait, ...), was runnable or in a system call, and while it ran, the
-stacks sampled on a CPU during the call (a cpu-clock sample every half
-interval of CPU time, of the goroutines inside a measured call), or
-"[running]" under the function when the call had none. Each read counts
-the interval (sample type wall, nanoseconds).
+stacks sampled on a CPU during the slow calls (a cpu-clock sample every
+quarter interval, of goroutines inside a measured call, each weighing
+that period), and "[running, thread waiting for a CPU]" for the rest of
+the time the reads found it running. Each read counts the interval
+(sample type wall, nanoseconds).
 
 Each probe hit costs the calling goroutine about 15 µs (measured on a
 2-vCPU VM; see BENCHMARKS.md): measure functions that take much longer,
@@ -181,7 +182,7 @@ func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	opts := latency.Options{Waits: sample, Slow: f.slow}
 	if f.profile != "" {
-		opts.CPUPeriod = max(f.sampleGs/2, time.Millisecond)
+		opts.CPUPeriod = max(f.sampleGs/4, time.Millisecond)
 	}
 	sess, err := latency.StartWith(bin, exe, f.pid, opts)
 	if err != nil {
@@ -284,9 +285,9 @@ func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 		fmt.Fprintf(stderr, "wallprof latency: wrote %s: %d calls of at least %v, their goroutines seen in %.0f reads of the goroutine table.\n",
 			f.profile, calls, f.slow, reads)
-		if _, used, stacked, alone := waits.CPUSamples(); stacked+alone > 0 {
-			fmt.Fprintf(stderr, "wallprof latency: %.0f%% of the reads that found the goroutine running have on-CPU stacks (%d samples, every %v of CPU time); the rest are \"[running]\".\n",
-				100*stacked/(stacked+alone), used, opts.CPUPeriod)
+		if _, used := waits.CPUSamples(); opts.CPUPeriod > 0 {
+			fmt.Fprintf(stderr, "wallprof latency: their running time: %d on-CPU samples, one every %v of CPU time; the rest of it, when their threads were off a CPU, is \"%s\".\n",
+				used, opts.CPUPeriod, runningOffCPU)
 		}
 		if n := sess.LostCPUSamples(); n > 0 {
 			fmt.Fprintf(stderr, "wallprof latency: note: %d on-CPU samples were lost (the ring buffer was full).\n", n)
@@ -355,6 +356,10 @@ func processRunning(pid int) bool {
 	return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
 }
 
+// runningOffCPU names the time a slow call's goroutine was running in
+// Go's terms while its thread was not on a CPU.
+const runningOffCPU = "[running, thread waiting for a CPU]"
+
 // slowProfile builds the profile of the slow calls from the sampler's
 // reads: one sample per function, state and stack, weighing the reads'
 // interval each. Running goroutines have no stack in the table: their
@@ -409,7 +414,11 @@ func slowProfile(w *latency.WaitSampler, bin *latency.Binary, syms *symbolize.Pr
 		switch s.State {
 		case latency.StateRunning:
 			ps.State = profile.OnCPU
-			if len(s.Stack) == 0 {
+			switch {
+			case s.OffCPU:
+				ps.State = profile.Runnable
+				ps.Stack = []*profile.Location{pseudo(runningOffCPU), pseudo(fn)}
+			case len(s.Stack) == 0:
 				ps.Stack = []*profile.Location{pseudo("[running]"), pseudo(fn)}
 			}
 		case latency.StateRunnable:

@@ -71,8 +71,8 @@ type Session struct {
 	// sched_switch program).
 	uprobes0 int
 	// perfFDs are the cpu-clock events of the on-CPU samples (CPUPeriod).
-	perfFDs []int
-	cpuOn   bool
+	perfFDs   []int
+	cpuPeriod time.Duration // of the on-CPU samples; 0: none
 }
 
 // Options change what a Session does.
@@ -206,7 +206,7 @@ func (s *Session) attachCPUClock(period time.Duration) error {
 			return err
 		}
 	}
-	s.cpuOn = true
+	s.cpuPeriod = period
 	return nil
 }
 

@@ -95,22 +95,22 @@ type WaitSampler struct {
 	// and the samples of the slow calls by function, state and stack.
 	slow      bool
 	stackIdx  map[string]uint32
-	stackList [][]uint64          // by number - 1
-	slowCount map[slowKey]float64 // reads, shared among the on-CPU stacks
-	slowCalls map[int]uint64      // per function
+	stackList [][]uint64         // by number - 1
+	slowCount map[slowKey]uint64 // the reads not running
+	slowCalls map[int]uint64     // per function
 	// The on-CPU samples of goroutines in an open call (Options.CPUPeriod):
-	// each slow call's running reads are shared among the stacks sampled
-	// on a CPU during it.
-	cpu        *ringbuf.Reader
-	cpuByGoid  map[uint64][]cpuSample
-	cpuTaken   uint64        // on-CPU samples received
-	cpuUsed    uint64        // of which in a slow call
-	cpuRunning float64       // running reads given on-CPU stacks
-	cpuAlone   float64       // running reads of slow calls without an on-CPU sample
-	cost       time.Duration // wallprof's time reading the table
-	stopOnce   sync.Once
-	stop       chan struct{}
-	done       chan struct{}
+	// the running reads of a function's slow calls say how long they ran,
+	// the samples taken during them where.
+	cpu       *ringbuf.Reader
+	cpuByGoid map[uint64][]cpuSample
+	cpuPeriod time.Duration
+	cpuTaken  uint64                    // on-CPU samples received
+	slowRuns  map[int]uint64            // per function: its slow calls' running reads
+	slowCPU   map[int]map[uint32]uint64 // per function and stack: on-CPU samples in its slow calls
+	cost      time.Duration             // wallprof's time reading the table
+	stopOnce  sync.Once
+	stop      chan struct{}
+	done      chan struct{}
 }
 
 // StartWaits samples the goroutine table of process pid every interval,
@@ -130,7 +130,7 @@ func (s *Session) StartWaits(pid int, interval time.Duration, slow bool) (*WaitS
 		return nil, err
 	}
 	var cpu *ringbuf.Reader
-	if slow && s.cpuOn {
+	if slow && s.cpuPeriod > 0 {
 		if cpu, err = ringbuf.NewReader(s.objs.Cpu); err != nil {
 			rb.Close()
 			r.Close()
@@ -141,8 +141,8 @@ func (s *Session) StartWaits(pid int, interval time.Duration, slow bool) (*WaitS
 	w := &WaitSampler{interval: interval, reader: r, ring: rb, t0: t0, mono0: mono0,
 		stateIdx: map[string]uint16{}, byGoid: map[uint64]*goStates{}, counts: map[waitKey]uint64{},
 		calls: map[[2]int]uint64{}, sampled: map[[2]int]uint64{}, unread: map[[2]int]uint64{},
-		slow: slow, stackIdx: map[string]uint32{}, slowCount: map[slowKey]float64{}, slowCalls: map[int]uint64{},
-		cpu: cpu, cpuByGoid: map[uint64][]cpuSample{},
+		slow: slow, stackIdx: map[string]uint32{}, slowCount: map[slowKey]uint64{}, slowCalls: map[int]uint64{},
+		cpu: cpu, cpuPeriod: s.cpuPeriod, cpuByGoid: map[uint64][]cpuSample{}, slowRuns: map[int]uint64{}, slowCPU: map[int]map[uint32]uint64{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go w.loop()
 	return w, nil
@@ -520,7 +520,6 @@ func (w *WaitSampler) addSlow(c bpf.LatencyStoppedCall) {
 		return
 	}
 	running, hasRunning := w.stateIdx[StateRunning]
-	var runs float64
 	lo := sort.Search(len(w.times), func(i int) bool { return w.times[i] >= int64(c.Start) })
 	for i := lo; i < len(w.times) && w.times[i] <= int64(c.End); i++ {
 		j := w.base + i - gs.first
@@ -528,29 +527,24 @@ func (w *WaitSampler) addSlow(c bpf.LatencyStoppedCall) {
 			continue
 		}
 		if hasRunning && gs.states[j] == running {
-			runs++
+			w.slowRuns[fn]++
 			continue
 		}
 		w.slowCount[slowKey{fn, gs.states[j], gs.stacks[j]}]++
 	}
-	if runs == 0 {
-		return
-	}
-	// The reads say how long the goroutine ran; the on-CPU samples
-	// taken during the call say where.
 	ss := w.cpuByGoid[c.Goid]
 	a := sort.Search(len(ss), func(i int) bool { return ss[i].time >= int64(c.Start) })
 	b := sort.Search(len(ss), func(i int) bool { return ss[i].time > int64(c.End) })
 	if a >= b {
-		w.cpuAlone += runs
-		w.slowCount[slowKey{fn, running, 0}] += runs
 		return
 	}
-	w.cpuRunning += runs
-	w.cpuUsed += uint64(b - a)
-	share := runs / float64(b-a)
+	m := w.slowCPU[fn]
+	if m == nil {
+		m = map[uint32]uint64{}
+		w.slowCPU[fn] = m
+	}
 	for _, smp := range ss[a:b] {
-		w.slowCount[slowKey{fn, running, smp.stack}] += share
+		m[smp.stack]++
 	}
 }
 
@@ -590,6 +584,43 @@ func (w *WaitSampler) addCPU(b []byte) {
 	w.cpuByGoid[goid] = ss
 }
 
+// slowRunning gives the running reads of each function's slow calls
+// their on-CPU stacks. Both the reads and the on-CPU samples are uniform
+// samples of time: the reads of the time the goroutine was running in
+// Go's terms, the on-CPU samples (every cpuPeriod of a CPU's time) of the
+// part its thread was on a CPU. So each stack gets its samples' time,
+// and what the reads hold beyond it is time the goroutine's thread
+// waited for a CPU (or, rarely, blocked in the kernel while the goroutine
+// ran): OffCPU. When the samples hold more than the reads (sampling
+// noise), they are scaled down to the reads. Called with w.mu held.
+func (w *WaitSampler) slowRunning(every time.Duration) []SlowSample {
+	var out []SlowSample
+	for fn, runs := range w.slowRuns {
+		m := w.slowCPU[fn]
+		var n uint64
+		for _, c := range m {
+			n += c
+		}
+		if w.cpuPeriod <= 0 || every <= 0 {
+			out = append(out, SlowSample{Func: fn, State: StateRunning, Reads: float64(runs)})
+			continue
+		}
+		per := float64(w.cpuPeriod) / float64(every) // one sample, in reads
+		scale := 1.0
+		if cpu := float64(n) * per; cpu > float64(runs) {
+			scale = float64(runs) / cpu
+		}
+		for st, c := range m {
+			out = append(out, SlowSample{Func: fn, State: StateRunning, Stack: w.stackList[st-1],
+				Reads: float64(c) * per * scale})
+		}
+		if rest := float64(runs) - float64(n)*per*scale; rest > 1e-9 {
+			out = append(out, SlowSample{Func: fn, State: StateRunning, OffCPU: true, Reads: rest})
+		}
+	}
+	return out
+}
+
 // SlowSample is the reads of the goroutine table in the slow calls of one
 // function, in one state, with one stack.
 type SlowSample struct {
@@ -599,18 +630,25 @@ type SlowSample struct {
 	// the table, or while running, an on-CPU sample's (its leaf pc + 1,
 	// like a return address); nil while running without one.
 	Stack []uint64
-	// Reads is the reads in that state and stack: a running read is
-	// shared equally among the call's on-CPU samples.
+	// Reads is the reads in that state and stack; while running, the
+	// time of the on-CPU samples with that stack, in reads (slowRunning).
 	Reads float64
+	// OffCPU marks the running reads that the on-CPU samples do not
+	// cover: the goroutine ran in Go's terms, its thread was not on a CPU.
+	OffCPU bool
 }
 
-// CPUSamples says what the on-CPU samples gave the slow calls' profile:
-// samples taken, those in slow calls, the running reads given their
-// stacks, and the running reads of slow calls without any on-CPU sample.
-func (w *WaitSampler) CPUSamples() (taken, used uint64, stacked, alone float64) {
+// CPUSamples returns how many on-CPU samples were taken of goroutines
+// inside a measured call, and how many of them fell in slow calls.
+func (w *WaitSampler) CPUSamples() (taken, used uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.cpuTaken, w.cpuUsed, w.cpuRunning, w.cpuAlone
+	for _, m := range w.slowCPU {
+		for _, n := range m {
+			used += n
+		}
+	}
+	return w.cpuTaken, used
 }
 
 // Slow returns the samples of the slow calls, the slow calls counted per
@@ -624,12 +662,13 @@ func (w *WaitSampler) Slow() ([]SlowSample, map[int]uint64, time.Duration) {
 	}
 	var out []SlowSample
 	for k, n := range w.slowCount {
-		s := SlowSample{Func: k.fn, State: w.states[k.state], Reads: n}
+		s := SlowSample{Func: k.fn, State: w.states[k.state], Reads: float64(n)}
 		if k.stack > 0 {
 			s.Stack = w.stackList[k.stack-1]
 		}
 		out = append(out, s)
 	}
+	out = append(out, w.slowRunning(every)...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Reads > out[j].Reads })
 	calls := map[int]uint64{}
 	for fn, n := range w.slowCalls {
