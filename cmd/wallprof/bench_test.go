@@ -212,9 +212,14 @@ func gitIn(t *testing.T, dir string, args ...string) string {
 func TestBenchRunImportHistory(t *testing.T) {
 	dir, a, b := benchRepo(t)
 	t.Chdir(dir)
-	code, stdout, stderr := runCmd("bench", "--count", "3", "--benchtime", "100x")
+	page := filepath.Join(t.TempDir(), "run.html")
+	code, stdout, stderr := runCmd("bench", "--count", "3", "--benchtime", "100x", "--html", page)
 	if code != exitOK || !strings.Contains(stdout, "commit "+b[:12]) || !strings.Contains(stdout, "Sum-2 allocs/op") {
 		t.Fatalf("bench exited %d:\n%s%s", code, stdout, stderr)
+	}
+	// The run's page: Sum's trend in each unit, this commit its one point.
+	if html, err := os.ReadFile(page); err != nil || strings.Count(string(html), `<svg class="trend"`) != 3 || !strings.Contains(string(html), ">"+b[:7]+"</text>") {
+		t.Errorf("the run's page (%v) lacks the 3 trend charts of Sum at %s", err, b[:7])
 	}
 	old := filepath.Join(t.TempDir(), "old.txt")
 	os.WriteFile(old, []byte("goos: linux\npkg: example.com/benchgt\nBenchmarkSum-2 100 4000 ns/op 0 B/op 0 allocs/op\nBenchmarkSum-2 100 4100 ns/op 0 B/op 0 allocs/op\n"), 0o644)
