@@ -53,7 +53,10 @@ most. 'wallprof bench check --help' has its flags.
 
 'history NAME' prints the benchmark's median per commit, oldest first, with
 the change points E-Divisive means finds; 'import' stores existing
-'go test -bench' output. See doc/bench.md.
+'go test -bench' output. --html FILE (bench, check, history) also writes
+one self-contained HTML page: the trend charts with their change points,
+the comparison, and each regression with its differential flame graph.
+See doc/bench.md.
 
 Flags:
 `
