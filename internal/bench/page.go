@@ -211,13 +211,15 @@ func yRange(pts []Point) (float64, float64) {
 	}
 	pad := (hi - lo) * 0.08
 	if pad == 0 {
-		pad = math.Max(math.Abs(hi)*0.1, 1e-12)
+		pad = math.Abs(hi) * 0.1
 	}
-	lo, hi = lo-pad, hi+pad
-	if lo < 0 && pts[0].Summary.Center >= 0 {
-		lo = math.Min(0, hi-pad) // medians of benchmarks are not negative
+	if pad == 0 { // all zero: no allocation
+		pad = 1
 	}
-	return lo, hi
+	if lo >= 0 { // values of benchmarks are not negative: keep the axis so
+		return math.Max(lo-pad, 0), hi + pad
+	}
+	return lo - pad, hi + pad
 }
 
 // changeMarks places a line just before each change point's commit,

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -190,5 +191,23 @@ func TestPageEscapes(t *testing.T) {
 	}
 	if title := find(doc, "title", "")[0].FirstChild.Data; title != evil {
 		t.Errorf("title %q", title)
+	}
+}
+
+// A series that is zero throughout (no allocation) and a commit with too
+// few samples for an interval still make a chart with numbers.
+func TestPageZeroSeries(t *testing.T) {
+	inf := math.Inf(1)
+	h := History{Series: Series{Pkg: "p", Name: "X-2", Unit: "B/op"}, Points: []Point{
+		{Commit: "a", Summary: Summary{0, 0, 0, 6}}, {Commit: "b", Summary: Summary{0, -inf, inf, 2}}}}
+	page, doc := parsePage(t, Page{Histories: []History{h}})
+	if strings.Contains(page, "NaN") || strings.Contains(page, "Inf") {
+		t.Errorf("the chart has NaN or Inf coordinates")
+	}
+	if ticks := find(doc, "text", "ytick"); len(ticks) != 5 || ticks[0].FirstChild.Data != FormatValue(0, "B/op") {
+		t.Errorf("y ticks of a zero series: want 5 from %s", FormatValue(0, "B/op"))
+	}
+	if n := len(find(doc, "line", "ci")); n != 1 {
+		t.Errorf("%d whiskers; want 1, none for the unbounded interval", n)
 	}
 }
