@@ -53,7 +53,10 @@ most. 'wallprof bench check --help' has its flags.
 
 'history NAME' prints the benchmark's median per commit, oldest first, with
 the change points E-Divisive means finds; 'import' stores existing
-'go test -bench' output. See doc/bench.md.
+'go test -bench' output. --html FILE (bench, check, history) also writes
+one self-contained HTML page: the trend charts with their change points,
+the comparison, and each regression with its differential flame graph.
+See doc/bench.md.
 
 Flags:
 `
@@ -126,6 +129,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := newCmdFlags("bench", benchUsage, stdout, stderr)
 	opts := addBenchOpts(fs)
 	rf := addRunFlags(fs, 10)
+	htmlPath := addPageFlag(fs)
 	if code, done := fs.parse(args); done {
 		return code
 	}
@@ -137,6 +141,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	cfg := bench.RunConfig{Packages: fs.Args(), Bench: *rf.bench, Count: *rf.count, Benchtime: *rf.benchtime}
 	fail := failer("bench", stderr)
+	page, err := openPage(*htmlPath)
+	if err != nil {
+		return fail(err)
+	}
+	defer page.abandon()
 	st, top, code := openStore(ctx, *opts.db, fail)
 	if st == nil {
 		return code
@@ -148,6 +157,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return fail(err)
 		}
 		defer ab.cleanup()
+		if err := page.writeReport(ctx, st, rep); err != nil {
+			return fail(err)
+		}
 		return writeCompare(stdout, rep, *opts.asJSON, fail)
 	}
 	run, err := bench.RunHere(ctx, ".", cfg)
@@ -155,6 +167,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(err)
 	}
 	if err := saveRuns(ctx, st, run); err != nil {
+		return fail(err)
+	}
+	if err := page.writeRun(ctx, st, run); err != nil {
 		return fail(err)
 	}
 	return writeRun(stdout, "run", run, *opts.asJSON, fail)
@@ -363,6 +378,7 @@ func runBenchCheck(ctx context.Context, args []string, stdout, stderr io.Writer)
 	markdown := fs.String("markdown", "", "also write a Markdown summary to `FILE` (for a pull request comment)")
 	explain := fs.Bool("explain", true, "profile each regression and list the functions that grew")
 	top := fs.Int("top", 5, "list `N` functions per regression")
+	htmlPath := addPageFlag(fs)
 	if code, done := fs.parse(args); done {
 		return code
 	}
@@ -391,6 +407,11 @@ func runBenchCheck(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return failText(err)
 		}
 	}
+	page, err := openPage(*htmlPath)
+	if err != nil {
+		return fail(err)
+	}
+	defer page.abandon()
 	st, repo, code := openStore(ctx, *opts.db, fail)
 	if st == nil {
 		return code
@@ -408,6 +429,9 @@ func runBenchCheck(ctx context.Context, args []string, stdout, stderr io.Writer)
 		if err != nil {
 			fmt.Fprintf(stderr, "wallprof bench check: could not explain the regressions: %v\n", err)
 		}
+	}
+	if err := page.writeReport(ctx, st, rep); err != nil {
+		return fail(err)
 	}
 	if code := writeCompare(stdout, rep, *opts.asJSON, fail); code != exitOK {
 		return code
@@ -498,6 +522,7 @@ func runBenchHistory(ctx context.Context, args []string, stdout, stderr io.Write
 	unit := fs.String("unit", "sec/op", "the `UNIT` (sec/op, B/op, allocs/op or a custom one); empty for all")
 	perms := fs.Int("permutations", 199, "permutations of the change-point test")
 	cpAlpha := fs.Float64("cp-alpha", 0.01, "a change point is kept when its permutation test's p < `α`")
+	htmlPath := addPageFlag(fs)
 	if code, done := fs.parse(args); done {
 		return code
 	}
@@ -508,6 +533,11 @@ func runBenchHistory(ctx context.Context, args []string, stdout, stderr io.Write
 		return fs.usageError("give one benchmark name, e.g. 'wallprof bench history BenchmarkSearch'")
 	}
 	fail := failer("bench history", stderr)
+	page, err := openPage(*htmlPath)
+	if err != nil {
+		return fail(err)
+	}
+	defer page.abandon()
 	st, _, code := openStore(ctx, *opts.db, fail)
 	if st == nil {
 		return code
@@ -519,6 +549,9 @@ func runBenchHistory(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	if len(hs) == 0 {
 		return fail(fmt.Errorf("no stored results of %s in %s", fs.Arg(0), *unit))
+	}
+	if err := page.writeHistory(ctx, st, fs.Arg(0), *cpAlpha, *perms); err != nil {
+		return fail(err)
 	}
 	if *opts.asJSON {
 		if err := bench.WriteJSON(stdout, &bench.Report{Command: "history", Alpha: *cpAlpha, Histories: hs}); err != nil {

@@ -9,10 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/wallprof/wallprof/internal/bench"
 	"github.com/wallprof/wallprof/internal/pgtest"
 )
@@ -67,7 +70,8 @@ func TestBenchCheckGroundTruth(t *testing.T) {
 	dir, a, _ := benchRepo(t)
 	t.Chdir(dir)
 	md := filepath.Join(t.TempDir(), "summary.md")
-	code, stdout, stderr := runCmd(append([]string{"bench", "check", "--base", a, "--markdown", md}, benchSmall...)...)
+	page := filepath.Join(t.TempDir(), "check.html")
+	code, stdout, stderr := runCmd(append([]string{"bench", "check", "--base", a, "--markdown", md, "--html", page}, benchSmall...)...)
 	t.Logf("check A..B:\n%s%s", stdout, stderr)
 	if code != exitError {
 		t.Fatalf("check of B against A exited %d; want 1", code)
@@ -88,6 +92,7 @@ func TestBenchCheckGroundTruth(t *testing.T) {
 	if len(prof) != 4 {
 		t.Errorf("profiles stored: %v; want 4", prof)
 	}
+	t.Run("page", func(t *testing.T) { checkCheckPage(t, page) })
 
 	// A against A, in JSON: no regression, exit 0.
 	cmd := exec.Command("git", "checkout", "-q", a)
@@ -207,9 +212,14 @@ func gitIn(t *testing.T, dir string, args ...string) string {
 func TestBenchRunImportHistory(t *testing.T) {
 	dir, a, b := benchRepo(t)
 	t.Chdir(dir)
-	code, stdout, stderr := runCmd("bench", "--count", "3", "--benchtime", "100x")
+	page := filepath.Join(t.TempDir(), "run.html")
+	code, stdout, stderr := runCmd("bench", "--count", "3", "--benchtime", "100x", "--html", page)
 	if code != exitOK || !strings.Contains(stdout, "commit "+b[:12]) || !strings.Contains(stdout, "Sum-2 allocs/op") {
 		t.Fatalf("bench exited %d:\n%s%s", code, stdout, stderr)
+	}
+	// The run's page: Sum's trend in each unit, this commit its one point.
+	if html, err := os.ReadFile(page); err != nil || strings.Count(string(html), `<svg class="trend"`) != 3 || !strings.Contains(string(html), ">"+b[:7]+"</text>") {
+		t.Errorf("the run's page (%v) lacks the 3 trend charts of Sum at %s", err, b[:7])
 	}
 	old := filepath.Join(t.TempDir(), "old.txt")
 	os.WriteFile(old, []byte("goos: linux\npkg: example.com/benchgt\nBenchmarkSum-2 100 4000 ns/op 0 B/op 0 allocs/op\nBenchmarkSum-2 100 4100 ns/op 0 B/op 0 allocs/op\n"), 0o644)
@@ -263,6 +273,73 @@ func TestBenchHistoryChangePoint(t *testing.T) {
 	if len(marked) != 1 || marked[0] != commits[6][:12] {
 		t.Errorf("change points at %v; want [%s]:\n%s", marked, commits[6][:12], stdout)
 	}
+	t.Run("page", func(t *testing.T) {
+		page := filepath.Join(t.TempDir(), "history.html")
+		if code, _, stderr := runCmd("bench", "history", "BenchmarkSearch", "--permutations", "999", "--html", page); code != exitOK {
+			t.Fatalf("history --html exited %d: %s", code, stderr)
+		}
+		br := loadPage(t, page, "svg.trend")
+		marks, err := chromedp.Run(br.ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("svg.trend g.cp")).map(g => g.dataset.commit)`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(marks) != 1 || marks[0] != commits[6][:12] {
+			t.Errorf("change point markers at %v; want [%s]", marks, commits[6][:12])
+		}
+		points, err := chromedp.Run(br.ctx, chromedp.Evaluate[int](`document.querySelectorAll("svg.trend circle").length`))
+		if err != nil || points != 12 {
+			t.Errorf("%d points drawn (%v); want 12", points, err)
+		}
+		br.checkNoErrors(t)
+	})
+}
+
+// loadPage opens an HTML page in headless Chromium and waits for sel.
+func loadPage(t *testing.T, page, sel string) *browser {
+	t.Helper()
+	br := newBrowser(t, 1280, 900)
+	if err := chromedp.Do(br.ctx, chromedp.Navigate("file://"+page), chromedp.WaitReady(sel)); err != nil {
+		t.Fatalf("load %s: %v", page, err)
+	}
+	w, err := chromedp.Run(br.ctx, chromedp.Evaluate[float64](`document.querySelector(`+strconv.Quote(sel)+`).getBoundingClientRect().width`))
+	if err != nil || w == 0 {
+		t.Errorf("%s is not drawn (width %g, %v)", sel, w, err)
+	}
+	return br
+}
+
+// checkCheckPage checks the --html page of the ground-truth check: a
+// trend chart, the regression highlighted in the table, and its
+// differential flame graph drawn.
+func checkCheckPage(t *testing.T, page string) {
+	br := loadPage(t, page, "svg.trend")
+	rows, err := chromedp.Run(br.ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("table.compare tr.regression td:first-child")).map(td => td.textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) == 0 || !strings.HasPrefix(rows[0], "example.com/benchgt.Sum-") {
+		t.Errorf("regression rows %q; want example.com/benchgt.Sum", rows)
+	}
+	charts, err := chromedp.Run(br.ctx, chromedp.Evaluate[int](`document.querySelectorAll("svg.trend").length`))
+	if err != nil || charts != 3 {
+		t.Errorf("%d trend charts (%v); want 3, Sum's sec/op, B/op and allocs/op", charts, err)
+	}
+	// The flame graph is a document of its own in the iframe.
+	_, err = chromedp.Run(br.ctx, chromedp.Poll[chromedp.Void](`(function(){var f = document.querySelector("iframe.flame"); return f && f.contentWindow.wallprofFlame !== undefined;})()`,
+		chromedp.WithPollingTimeout(20*time.Second)))
+	if err != nil {
+		t.Fatalf("no flame graph drawn in the page: %v", err)
+	}
+	names, err := chromedp.Run(br.ctx, chromedp.Evaluate[[]string](`document.querySelector("iframe.flame").contentWindow.wallprofFlame.frames().map(f => f.name)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The CPU profile has about ten samples: the benchmark's function is
+	// in them all, scratch not always.
+	if !slices.Contains(names, "example.com/benchgt.Sum") {
+		t.Errorf("the flame graph has no frame example.com/benchgt.Sum among its %d frames", len(names))
+	}
+	br.checkNoErrors(t)
 }
 
 // The issue's goal, through the command: 50 commits × 20 benchmarks × 10

@@ -126,18 +126,24 @@ func WriteExplanation(w io.Writer, ex *Explanation) {
 			fmt.Fprintln(w, "    (no function grew)")
 		}
 		for _, g := range part.g {
-			scale := 1.0
-			if part.unit == "sec/op" {
-				scale = 1e-9
-			}
-			fmt.Fprintf(w, "    %+10s  %10s -> %-10s  %s\n", FormatValue((g.New-g.Base)*scale, part.unit),
-				FormatValue(g.Base*scale, part.unit), FormatValue(g.New*scale, part.unit), g.Function)
+			d, b, n := formatGrowth(g, part.unit)
+			fmt.Fprintf(w, "    %+10s  %10s -> %-10s  %s\n", d, b, n, g.Function)
 		}
 	}
 	fmt.Fprintf(w, "  profiles: %s\n", strings.Join(ex.Profiles, " "))
 	if len(ex.Profiles) == 4 {
 		fmt.Fprintf(w, "  diff flame graph: wallprof diff %s %s\n", ex.Profiles[0], ex.Profiles[2])
 	}
+}
+
+// formatGrowth formats a growth's change, base and new value in unit
+// (CPU growths are in nanoseconds, shown as sec/op).
+func formatGrowth(g Growth, unit string) (delta, base, new string) {
+	scale := 1.0
+	if unit == "sec/op" {
+		scale = 1e-9
+	}
+	return FormatValue((g.New-g.Base)*scale, unit), FormatValue(g.Base*scale, unit), FormatValue(g.New*scale, unit)
 }
 
 // WriteMarkdown writes a Markdown summary of a check.
