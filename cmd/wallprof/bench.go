@@ -58,6 +58,10 @@ one self-contained HTML page: the trend charts with their change points,
 the comparison, and each regression with its differential flame graph.
 See doc/bench.md.
 
+While benchmarks run, stderr shows the round, the time elapsed and an
+estimate of the time left: on a terminal one line rewritten in place,
+elsewhere (a CI log) a plain line when a round ends, at most every 10 s.
+
 Flags:
 `
 
@@ -151,8 +155,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return code
 	}
 	defer st.Close()
+	prog := newBenchProgress(stderr)
+	cfg.Progress = prog.update
 	if *rf.base != "" {
 		ab, rep, err := compareAB(ctx, st, top, *rf.base, cfg, opts, "compare")
+		prog.done()
 		if err != nil {
 			return fail(err)
 		}
@@ -163,6 +170,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return writeCompare(stdout, rep, *opts.asJSON, fail)
 	}
 	run, err := bench.RunHere(ctx, ".", cfg)
+	prog.done()
 	if err != nil {
 		return fail(err)
 	}
@@ -418,14 +426,19 @@ func runBenchCheck(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	defer st.Close()
 	cfg := bench.RunConfig{Packages: fs.Args(), Bench: *rf.bench, Count: *rf.count, Benchtime: *rf.benchtime}
+	prog := newBenchProgress(stderr)
+	defer prog.done()
+	cfg.Progress = prog.update
 	ab, rep, err := compareAB(ctx, st, repo, *rf.base, cfg, opts, "check")
+	prog.done()
 	if err != nil {
 		return fail(err)
 	}
 	defer ab.cleanup()
 	deltas := rep.Deltas
 	if *explain {
-		rep.Explanations, err = explainAll(ctx, ab, deltas, filepath.Join(repo, ".wallprof", "profiles", fmt.Sprint(ab.head.ID)), *top)
+		rep.Explanations, err = explainAll(ctx, ab, deltas, filepath.Join(repo, ".wallprof", "profiles", fmt.Sprint(ab.head.ID)), *top, prog.update)
+		prog.done()
 		if err != nil {
 			fmt.Fprintf(stderr, "wallprof bench check: could not explain the regressions: %v\n", err)
 		}
@@ -461,15 +474,20 @@ func runBenchCheck(ctx context.Context, args []string, stdout, stderr io.Writer)
 
 // explainAll explains each benchmark with a regression once (its sec/op,
 // B/op or allocs/op may all have regressed).
-func explainAll(ctx context.Context, ab *abRun, deltas []bench.Delta, dir string, top int) ([]*bench.Explanation, error) {
+func explainAll(ctx context.Context, ab *abRun, deltas []bench.Delta, dir string, top int, progress func(bench.Progress)) ([]*bench.Explanation, error) {
 	var out []*bench.Explanation
+	var todo []bench.Delta
 	seen := map[[2]string]bool{}
 	for _, d := range deltas {
 		k := [2]string{d.Pkg, d.Name}
-		if !d.Regression || seen[k] {
-			continue
+		if d.Regression && !seen[k] {
+			seen[k] = true
+			todo = append(todo, d)
 		}
-		seen[k] = true
+	}
+	step := bench.NewProgress(progress, "explain", len(todo))
+	for i, d := range todo {
+		step(i)
 		bb, okb := binaryOf(ab.cos[0], d.Pkg)
 		hb, okh := binaryOf(ab.cos[1], d.Pkg)
 		if !okb || !okh {
@@ -481,6 +499,7 @@ func explainAll(ctx context.Context, ab *abRun, deltas []bench.Delta, dir string
 		}
 		out = append(out, ex)
 	}
+	step(len(todo))
 	return out, nil
 }
 

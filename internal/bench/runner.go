@@ -19,6 +19,9 @@ type RunConfig struct {
 	Bench     string   // the -bench regexp; "." when empty
 	Count     int      // samples per benchmark (-count, or rounds of an A/B run)
 	Benchtime string   // -benchtime; go's default when empty
+	// Progress, if set, is told where Interleave stands before each
+	// round and when the last one is done.
+	Progress func(Progress)
 }
 
 func (c RunConfig) bench() string {
@@ -174,7 +177,9 @@ func Interleave(ctx context.Context, cos []*Checkout, labels []string, cfg RunCo
 	for i, co := range cos {
 		runs[i] = newRun(labels[i], co.Commit, co.Dirty)
 	}
+	step := NewProgress(cfg.Progress, "round", rounds)
 	for r := range rounds {
+		step(r)
 		for k := range cos {
 			i := (k + r) % len(cos)
 			for _, b := range cos[i].Binaries {
@@ -186,6 +191,7 @@ func Interleave(ctx context.Context, cos []*Checkout, labels []string, cfg RunCo
 			}
 		}
 	}
+	step(rounds)
 	return runs, nil
 }
 
