@@ -61,6 +61,9 @@ See doc/bench.md.
 While benchmarks run, stderr shows the round, the time elapsed and an
 estimate of the time left: on a terminal one line rewritten in place,
 elsewhere (a CI log) a plain line when a round ends, at most every 10 s.
+Ctrl-C (or SIGTERM) stops the run: the benchmark running is killed, the
+rounds complete are stored as a run marked incomplete, and the exit status
+is 130 (143 after SIGTERM).
 
 Flags:
 `
@@ -160,6 +163,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *rf.base != "" {
 		ab, rep, err := compareAB(ctx, st, top, *rf.base, cfg, opts, "compare")
 		prog.done()
+		if code, ok := benchInterrupted(ctx, st, "bench", err, stderr); ok {
+			return code
+		}
 		if err != nil {
 			return fail(err)
 		}
@@ -171,6 +177,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	run, err := bench.RunHere(ctx, ".", cfg)
 	prog.done()
+	if code, ok := benchInterrupted(ctx, st, "bench", err, stderr); ok {
+		return code
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -431,6 +440,9 @@ func runBenchCheck(ctx context.Context, args []string, stdout, stderr io.Writer)
 	cfg.Progress = prog.update
 	ab, rep, err := compareAB(ctx, st, repo, *rf.base, cfg, opts, "check")
 	prog.done()
+	if code, ok := benchInterrupted(ctx, st, "bench check", err, stderr); ok {
+		return code
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -439,6 +451,10 @@ func runBenchCheck(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if *explain {
 		rep.Explanations, err = explainAll(ctx, ab, deltas, filepath.Join(repo, ".wallprof", "profiles", fmt.Sprint(ab.head.ID)), *top, prog.update)
 		prog.done()
+		if ctx.Err() != nil {
+			fmt.Fprintf(stderr, "wallprof bench check: interrupted while explaining the regressions; the runs %d and %d are stored whole.\n", ab.base.ID, ab.head.ID)
+			return interruptedCode(ctx)
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "wallprof bench check: could not explain the regressions: %v\n", err)
 		}
@@ -530,7 +546,9 @@ const benchHistoryUsage = `Usage: wallprof bench history [flags] NAME
 Prints the stored history of the benchmark NAME (with or without its
 Benchmark prefix and -GOMAXPROCS suffix): its median and 95% confidence
 interval per commit, in the order the commits were first run, and the
-commits where E-Divisive means finds that its distribution changed.
+commits where E-Divisive means finds that its distribution changed. The
+rounds kept from an interrupted run are a line of their own, marked
+incomplete, and left out of the change-point search.
 
 Flags:
 `

@@ -183,3 +183,46 @@ func BenchmarkChangePoints(b *testing.B) {
 		})
 	}
 }
+
+// An interrupted run makes a point of its own, marked incomplete, that the
+// change-point search leaves out: 6 commits at 100 ns/op, then 4 whose
+// only runs were interrupted, at 150. Counted, those 4 would be a change
+// point.
+func TestBenchHistoryIncomplete(t *testing.T) {
+	runs := func(incomplete bool) []*Run {
+		var out []*Run
+		for c := range 10 {
+			v, inc := 100.0, false
+			if c >= 6 {
+				v, inc = 150, incomplete
+			}
+			r := &Run{Commit: histCommit(c), Time: time.Unix(int64(c), 0), Incomplete: inc}
+			for k := range 5 {
+				r.Results = append(r.Results, Result{Pkg: "p", Name: "X-2", Iters: 1, Values: []Value{{(v + float64(k)) * 1e-9, "sec/op"}}})
+			}
+			out = append(out, r)
+		}
+		return out
+	}
+	hs := Histories(runs(false), "X", "sec/op", 0.05, 199)
+	if len(hs) != 1 || !hs[0].Points[6].ChangePoint {
+		t.Fatalf("all complete: no change point at commit 6: %+v", hs)
+	}
+	hs = Histories(runs(true), "X", "sec/op", 0.05, 199)
+	if len(hs) != 1 || len(hs[0].Points) != 10 {
+		t.Fatalf("histories %+v", hs)
+	}
+	for i, p := range hs[0].Points {
+		if p.ChangePoint || p.Incomplete != (i >= 6) {
+			t.Errorf("point %d: change point %v, incomplete %v", i, p.ChangePoint, p.Incomplete)
+		}
+	}
+	// One commit with a complete and an interrupted run: two points.
+	both := runs(false)[:6]
+	extra := *both[5]
+	extra.Incomplete = true
+	hs = Histories(append(both, &extra), "X", "sec/op", 0.05, 199)
+	if n := len(hs[0].Points); n != 7 || !hs[0].Points[6].Incomplete || hs[0].Points[6].Commit != both[5].Commit {
+		t.Errorf("complete and interrupted runs of one commit: %d points %+v", n, hs[0].Points)
+	}
+}

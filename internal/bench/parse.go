@@ -40,7 +40,10 @@ type Run struct {
 	Machine   string    // host name
 	Toolchain string    // go version
 	Label     string    // why it ran: "run", "base", "head", "import"
-	Results   []Result
+	// Incomplete says the run was interrupted (Ctrl-C): it holds the
+	// rounds that were complete, fewer than asked for.
+	Incomplete bool
+	Results    []Result
 }
 
 // Result is one benchmark result line with its configuration.

@@ -26,11 +26,13 @@ type RunInfo struct {
 	Toolchain string    `json:"toolchain"`
 	Label     string    `json:"label"`
 	Results   int       `json:"results"`
+	// Incomplete: the run was interrupted and holds only its complete rounds.
+	Incomplete bool `json:"incomplete"`
 }
 
 // Info summarises r.
 func (r *Run) Info() RunInfo {
-	return RunInfo{r.ID, r.Commit, r.Dirty, r.Time.UTC(), r.Machine, r.Toolchain, r.Label, len(r.Results)}
+	return RunInfo{r.ID, r.Commit, r.Dirty, r.Time.UTC(), r.Machine, r.Toolchain, r.Label, len(r.Results), r.Incomplete}
 }
 
 // Point is one commit of a benchmark's history.
@@ -40,6 +42,10 @@ type Point struct {
 	Time        time.Time `json:"time"`
 	Summary     Summary   `json:"summary"`
 	ChangePoint bool      `json:"change_point"` // the distribution changed at this commit
+	// Incomplete: the samples come from interrupted runs. Such a point is
+	// shown apart from the commit's complete runs and left out of the
+	// change-point search.
+	Incomplete bool `json:"incomplete"`
 }
 
 // History is the series of one benchmark across commits.
@@ -202,7 +208,9 @@ func Short(c string) string { return short(c) }
 // Histories returns, for every series whose name is name (with or without
 // its -GOMAXPROCS suffix) and whose unit is unit (every unit when ""), the
 // median of each commit's samples in the order the commits were first
-// run, with the change points found by ChangePoints.
+// run, with the change points found by ChangePoints. The samples of
+// interrupted runs (Run.Incomplete) make points of their own, marked
+// Incomplete, that the change-point search leaves out.
 func Histories(runs []*Run, name, unit string, alpha float64, perms int) []History {
 	type acc struct {
 		pt  Point
@@ -214,6 +222,9 @@ func Histories(runs []*Run, name, unit string, alpha float64, perms int) []Histo
 		key := r.Commit
 		if r.Dirty {
 			key += "+dirty"
+		}
+		if r.Incomplete {
+			key += "+incomplete"
 		}
 		for s, vals := range r.Samples() {
 			if s.Name != name && procsSuffix.ReplaceAllString(s.Name, "") != name && "Benchmark"+procsSuffix.ReplaceAllString(s.Name, "") != name {
@@ -227,7 +238,7 @@ func Histories(runs []*Run, name, unit string, alpha float64, perms int) []Histo
 			}
 			a := idx[s][key]
 			if a == nil {
-				a = &acc{pt: Point{Commit: r.Commit, Dirty: r.Dirty, Time: r.Time.UTC()}}
+				a = &acc{pt: Point{Commit: r.Commit, Dirty: r.Dirty, Time: r.Time.UTC(), Incomplete: r.Incomplete}}
 				idx[s][key] = a
 				bySeries[s] = append(bySeries[s], a)
 			}
@@ -241,14 +252,18 @@ func Histories(runs []*Run, name, unit string, alpha float64, perms int) []Histo
 	}
 	for _, s := range SortedSeries(all) {
 		h := History{Series: s}
-		medians := make([]float64, len(bySeries[s]))
+		var medians []float64
+		var at []int // the index in h.Points of each of medians
 		for i, a := range bySeries[s] {
 			a.pt.Summary = summarize(a.val)
-			medians[i] = a.pt.Summary.Center
 			h.Points = append(h.Points, a.pt)
+			if !a.pt.Incomplete {
+				medians = append(medians, a.pt.Summary.Center)
+				at = append(at, i)
+			}
 		}
 		for _, i := range ChangePoints(medians, alpha, perms, 3) {
-			h.Points[i].ChangePoint = true
+			h.Points[at[i]].ChangePoint = true
 		}
 		out = append(out, h)
 	}
@@ -271,6 +286,9 @@ func WriteHistory(w io.Writer, h History) {
 		mark := ""
 		if p.ChangePoint {
 			mark = "<- change point"
+		}
+		if p.Incomplete {
+			mark = "(incomplete run: interrupted)"
 		}
 		bar := ""
 		if hi > 0 {

@@ -109,7 +109,7 @@ func RunHere(ctx context.Context, dir string, cfg RunConfig) (*Run, error) {
 	}
 	runs, err := Interleave(ctx, []*Checkout{co}, []string{"run"}, cfg, count)
 	if err != nil {
-		return nil, err
+		return nil, err // an *InterruptedError holds the rounds done
 	}
 	if len(runs[0].Results) == 0 {
 		return nil, fmt.Errorf("no benchmark matches -bench %s in %s", cfg.bench(), strings.Join(cfg.packages(), " "))
@@ -169,9 +169,26 @@ func AddWorktree(ctx context.Context, repo, rev, tmp string) (string, func(), er
 	}, nil
 }
 
+// InterruptedError is the error of Interleave and RunHere when their
+// context was cancelled (Ctrl-C) during the rounds: Runs hold the samples
+// of the Rounds complete rounds (of Total), and are marked Incomplete.
+type InterruptedError struct {
+	Runs          []*Run
+	Rounds, Total int
+	Cause         error // context.Cause of the context
+}
+
+func (e *InterruptedError) Error() string {
+	return fmt.Sprintf("interrupted after %d of %d rounds: %v", e.Rounds, e.Total, e.Cause)
+}
+
+func (e *InterruptedError) Unwrap() error { return e.Cause }
+
 // Interleave runs the binaries of every checkout once per round with
 // -test.count 1, rotating which checkout goes first from round to round,
-// and returns one run per checkout, labelled by labels.
+// and returns one run per checkout, labelled by labels. When ctx is
+// cancelled, the binary running is killed and the error is an
+// *InterruptedError with the rounds complete before.
 func Interleave(ctx context.Context, cos []*Checkout, labels []string, cfg RunConfig, rounds int) ([]*Run, error) {
 	runs := make([]*Run, len(cos))
 	for i, co := range cos {
@@ -180,10 +197,21 @@ func Interleave(ctx context.Context, cos []*Checkout, labels []string, cfg RunCo
 	step := NewProgress(cfg.Progress, "round", rounds)
 	for r := range rounds {
 		step(r)
+		kept := make([]int, len(runs)) // the results before this round
+		for i, run := range runs {
+			kept[i] = len(run.Results)
+		}
 		for k := range cos {
 			i := (k + r) % len(cos)
 			for _, b := range cos[i].Binaries {
 				res, err := runBinary(ctx, b, cfg, nil)
+				if err != nil && ctx.Err() != nil {
+					for i, run := range runs {
+						run.Results = run.Results[:kept[i]]
+						run.Incomplete = true
+					}
+					return nil, &InterruptedError{Runs: runs, Rounds: r, Total: rounds, Cause: context.Cause(ctx)}
+				}
 				if err != nil {
 					return nil, err
 				}

@@ -67,7 +67,12 @@ var migrations = []string{
 	CREATE INDEX samples_result ON samples(result_id);`,
 	// 2: a benchmark's history reads its results without scanning all.
 	`CREATE INDEX results_benchmark ON results(benchmark_id);`,
+	// 3: a run cut short (Ctrl-C) keeps its rounds, marked incomplete.
+	migrationIncomplete,
 }
+
+// migrationIncomplete is version 3, the same in both databases.
+const migrationIncomplete = `ALTER TABLE runs ADD COLUMN incomplete INTEGER NOT NULL DEFAULT 0;`
 
 // pgMigrations are migrations for Postgres: the same schema.
 var pgMigrations = []string{
@@ -102,6 +107,7 @@ var pgMigrations = []string{
 	CREATE INDEX results_run ON results(run_id);
 	CREATE INDEX samples_result ON samples(result_id);`,
 	`CREATE INDEX results_benchmark ON results(benchmark_id);`,
+	migrationIncomplete,
 }
 
 // timeLayout is how runs' times are stored: UTC, fixed width, so that the
@@ -300,13 +306,9 @@ func (s *sqlStore) save(ctx context.Context, run *Run) error {
 		return err
 	}
 	defer tx.Rollback()
-	dirty := 0
-	if run.Dirty {
-		dirty = 1
-	}
 	var id int64
-	if err := tx.QueryRowContext(ctx, s.d.q(`INSERT INTO runs (commit_hash, dirty, time, machine, toolchain, label) VALUES (?, ?, ?, ?, ?, ?) RETURNING id`),
-		run.Commit, dirty, run.Time.UTC().Format(timeLayout), run.Machine, run.Toolchain, run.Label).Scan(&id); err != nil {
+	if err := tx.QueryRowContext(ctx, s.d.q(`INSERT INTO runs (commit_hash, dirty, time, machine, toolchain, label, incomplete) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`),
+		run.Commit, boolInt(run.Dirty), run.Time.UTC().Format(timeLayout), run.Machine, run.Toolchain, run.Label, boolInt(run.Incomplete)).Scan(&id); err != nil {
 		return err
 	}
 	bids := map[[2]string]int64{}
@@ -341,6 +343,13 @@ func (s *sqlStore) save(ctx context.Context, run *Run) error {
 	return nil
 }
 
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func (s *sqlStore) Runs(ctx context.Context) ([]*Run, error) {
 	return s.runs(ctx, "", nil)
 }
@@ -361,7 +370,7 @@ func (s *sqlStore) RunsOf(ctx context.Context, name, unit string) ([]*Run, error
 // runs returns every run, with the results and samples that where (a
 // condition on b, r and s) selects.
 func (s *sqlStore) runs(ctx context.Context, where string, args []any) ([]*Run, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, commit_hash, dirty, time, machine, toolchain, label FROM runs ORDER BY time, id`)
+	rows, err := s.db.QueryContext(ctx, `SELECT id, commit_hash, dirty, time, machine, toolchain, label, incomplete FROM runs ORDER BY time, id`)
 	if err != nil {
 		return nil, err
 	}
@@ -370,7 +379,7 @@ func (s *sqlStore) runs(ctx context.Context, where string, args []any) ([]*Run, 
 	for rows.Next() {
 		r := &Run{}
 		var t string
-		if err := rows.Scan(&r.ID, &r.Commit, &r.Dirty, &t, &r.Machine, &r.Toolchain, &r.Label); err != nil {
+		if err := rows.Scan(&r.ID, &r.Commit, &r.Dirty, &t, &r.Machine, &r.Toolchain, &r.Label, &r.Incomplete); err != nil {
 			rows.Close()
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -44,7 +45,7 @@ func testStore(t *testing.T, open func(t *testing.T) Store) {
 	}
 
 	// RunsOf reads one benchmark, as history names it, in one unit.
-	other := &Run{Commit: "c3", Time: time.Unix(200, 0), Label: "run", Results: []Result{
+	other := &Run{Commit: "c3", Time: time.Unix(200, 0), Label: "run", Incomplete: true, Results: []Result{
 		{Pkg: "p", Name: "B-2", Iters: 1, Values: []Value{{9, "sec/op"}}},
 		{Pkg: "p", Name: "A_x-2", Iters: 1, Values: []Value{{9, "sec/op"}}},
 		{Pkg: "p", Name: "A-2", Iters: 1, Values: []Value{{4, "sec/op"}, {5, "B/op"}}},
@@ -78,6 +79,10 @@ func testStore(t *testing.T, open func(t *testing.T) Store) {
 	if runs, err := st.RunsOf(ctx, "A", ""); err != nil || len(runs[2].Results) != 1 || len(runs[2].Results[0].Values) != 2 {
 		t.Errorf("RunsOf every unit: %v", err)
 	}
+	// An interrupted run is marked.
+	if runs, err := st.Runs(ctx); err != nil || runs[0].Incomplete || runs[1].Incomplete || !runs[2].Incomplete {
+		t.Errorf("incomplete runs: %v", err)
+	}
 }
 
 func TestBenchStoreSQLiteConformance(t *testing.T) {
@@ -90,34 +95,62 @@ func TestBenchStoreSQLiteConformance(t *testing.T) {
 	})
 }
 
-// A database of schema version 1 is migrated: it keeps its runs and gains
-// the index of version 2.
-func TestBenchStoreMigrateV1(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "v1.db")
-	st, err := Open(ctx, path, time.Second)
+// openAt makes a SQLite database at path of schema version v, as that
+// version's wallprof made it, with one run, and closes it.
+func openAt(t *testing.T, path string, v int) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := st.(*sqlStore).db
-	if err := st.Save(ctx, &Run{Commit: "c1", Time: time.Unix(1, 0), Results: []Result{{Pkg: "p", Name: "A-2", Iters: 1, Values: []Value{{1, "sec/op"}}}}}); err != nil {
+	defer db.Close()
+	for _, m := range migrations[:v] {
+		if _, err := db.Exec(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Exec(fmt.Sprintf(`PRAGMA user_version = %d;
+		INSERT INTO runs (id, commit_hash, dirty, time, machine, toolchain, label) VALUES (1, 'c1', 0, '1970-01-01T00:00:01.000000000Z', 'm', 'go', 'run');
+		INSERT INTO benchmarks (id, pkg, name) VALUES (1, 'p', 'A-2');
+		INSERT INTO results (id, run_id, benchmark_id, iters, config) VALUES (1, 1, 1, 1, '{}');
+		INSERT INTO samples (result_id, unit, value) VALUES (1, 'sec/op', 1);`, v)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec("DROP INDEX results_benchmark; PRAGMA user_version = 1"); err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
-	st, err = Open(ctx, path, time.Second)
+}
+
+// A database of schema version 1 is migrated: it keeps its runs and gains
+// the index of version 2 and the incomplete column of version 3.
+func TestBenchStoreMigrateV1(t *testing.T) {
+	testMigrate(t, 1)
+}
+
+// A database of schema version 2 is migrated: its runs are complete, and
+// it stores incomplete ones.
+func TestBenchStoreMigrateV2(t *testing.T) {
+	testMigrate(t, 2)
+}
+
+func testMigrate(t *testing.T, from int) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	openAt(t, path, from)
+	st, err := Open(ctx, path, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	var v, idx int
-	db = st.(*sqlStore).db
+	db := st.(*sqlStore).db
 	db.QueryRow("PRAGMA user_version").Scan(&v)
 	db.QueryRow("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'results_benchmark'").Scan(&idx)
 	runs, err := st.RunsOf(ctx, "A", "")
-	if v != SchemaVersion || idx != 1 || err != nil || len(runs) != 1 || len(runs[0].Results) != 1 {
-		t.Errorf("after migrating: version %d, index %d, %d runs, %v", v, idx, len(runs), err)
+	if v != SchemaVersion || idx != 1 || err != nil || len(runs) != 1 || len(runs[0].Results) != 1 || runs[0].Incomplete {
+		t.Fatalf("after migrating from %d: version %d, index %d, %d runs, %v", from, v, idx, len(runs), err)
+	}
+	if err := st.Save(ctx, &Run{Commit: "c2", Time: time.Unix(2, 0), Incomplete: true}); err != nil {
+		t.Fatal(err)
+	}
+	if runs, err := st.Runs(ctx); err != nil || len(runs) != 2 || runs[0].Incomplete || !runs[1].Incomplete {
+		t.Errorf("after migrating from %d, an incomplete run: %v", from, err)
 	}
 }
