@@ -47,9 +47,10 @@ compares them (medians, Mann-Whitney U-test).
 'check' is the same A/B comparison as a CI gate: it exits 1 when a
 benchmark got worse significantly (p < --alpha) and by more than
 --threshold, 0 otherwise. It explains each regression: it profiles the
-benchmark of both versions (CPU and allocations, stored under
-.wallprof/profiles) and lists the functions whose cost per operation grew
-most. 'wallprof bench check --help' has its flags.
+benchmark of both versions (CPU and allocations, and, as root, a wallprof
+recording for the time off CPU; stored under .wallprof/profiles) and lists
+the functions whose cost per operation grew most. 'wallprof bench check
+--help' has its flags.
 
 'history NAME' prints the benchmark's median per commit, oldest first, with
 the change points E-Divisive means finds; 'import' stores existing
@@ -381,9 +382,11 @@ The CI gate: runs the benchmarks of REV and of the current tree A/B (see
 'wallprof bench --help'), stores both runs, prints the comparison, and
 exits 1 when a benchmark got worse significantly (p < --alpha) and by more
 than --threshold, 0 otherwise. Each regression is explained: the benchmark
-of both versions is profiled (CPU and allocations; the profiles are kept in
-.wallprof/profiles/RUN) and the functions whose cost per operation grew most
-are listed.
+of both versions is profiled (CPU and allocations, and a wallprof recording
+of the test binary for its time off CPU, which needs root and is skipped
+with a note without it; the profiles are kept in .wallprof/profiles/RUN)
+and the functions whose CPU time, allocated bytes and off-CPU time per
+operation grew most are listed.
 
 Flags:
 `
@@ -509,8 +512,12 @@ func explainAll(ctx context.Context, ab *abRun, deltas []bench.Delta, dir string
 		if !okb || !okh {
 			continue
 		}
-		ex, err := bench.Explain(ctx, bb, hb, d.Series, medianIters(ab.head, d.Series), dir, top)
+		iters := medianIters(ab.head, d.Series)
+		ex, err := bench.Explain(ctx, bb, hb, d.Series, iters, dir, top)
 		if err != nil {
+			return out, err
+		}
+		if err := bench.ExplainOffCPU(ctx, ex, bb, hb, iters, dir, top, recordBenchmark); err != nil {
 			return out, err
 		}
 		out = append(out, ex)

@@ -89,8 +89,15 @@ func TestBenchCheckGroundTruth(t *testing.T) {
 		t.Errorf("markdown summary (%v):\n%s", err, m)
 	}
 	prof, _ := filepath.Glob(filepath.Join(dir, ".wallprof", "profiles", "*", "*.pprof"))
-	if len(prof) != 4 {
-		t.Errorf("profiles stored: %v; want 4", prof)
+	want := 6 // CPU, memory and wall-clock of both versions
+	if preflight() != "" {
+		want = 4 // no wall-clock recording: "off-CPU recording skipped"
+		if !strings.Contains(stdout, "off-CPU recording skipped") {
+			t.Errorf("the explanation does not say the off-CPU recording was skipped")
+		}
+	}
+	if len(prof) != want {
+		t.Errorf("profiles stored: %v; want %d", prof, want)
 	}
 	t.Run("page", func(t *testing.T) { checkCheckPage(t, page) })
 

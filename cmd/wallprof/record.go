@@ -501,52 +501,31 @@ func endCommand(cmd *exec.Cmd, done <-chan struct{}) {
 	}
 }
 
-// launch starts a command under the recorder. The command is held at a gate
-// (a shell waiting on a pipe) until the recorder is attached to its PID, then
-// exec'ed in place, so not one instruction of it runs unrecorded.
+// launch starts a command under the recorder (launchGated) and records it
+// until it exits, the duration passes or a signal comes.
 func (c *recorder) launch(ctx context.Context, path string, args []string) int {
-	gateR, gateW, err := os.Pipe()
-	if err != nil {
+	o := c.options()
+	o.Command = strings.Join(args, " ")
+	g, err := launchGated(path, args, o, func(cmd *exec.Cmd) {
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, c.cmdStdout(), os.Stderr
+	})
+	var se *recordStartError
+	if errors.As(err, &se) {
+		return c.openError(se.err)
+	} else if err != nil {
 		fmt.Fprintf(c.stderr, "wallprof record: %v.\n", err)
 		return exitError
 	}
-	script := `read -r _ <&3; exec 3<&-; exec "$0" "$@"`
-	cmd := exec.Command("/bin/sh", append([]string{"-c", script, path}, args[1:]...)...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, c.cmdStdout(), os.Stderr
-	cmd.ExtraFiles = []*os.File{gateR}
-	if err := cmd.Start(); err != nil {
-		gateR.Close()
-		gateW.Close()
-		fmt.Fprintf(c.stderr, "wallprof record: cannot start %s: %v.\n", path, err)
-		return exitError
-	}
-	gateR.Close()
-	pid := cmd.Process.Pid
-	abort := func(code int) int {
-		_ = cmd.Process.Kill()
-		gateW.Close()
-		_ = cmd.Wait()
-		return code
-	}
-	o := c.options()
-	o.FollowForks, o.Gated = true, true
-	o.Command = strings.Join(args, " ")
-	o.Program, _ = linux.ProgramAt(path) // the gate's "$0"
-	rec, err := record.Start(pid, o)
-	if err != nil {
-		return abort(c.openError(err))
-	}
+	cmd, rec := g.cmd, g.rec
 	c.rec = rec
-	c.started(fmt.Sprintf("%q (pid %d) and its children", rec.Command(), pid))
-	gateW.Write([]byte("\n"))
-	gateW.Close()
-
+	c.started(fmt.Sprintf("%q (pid %d) and its children", rec.Command(), cmd.Process.Pid))
 	exited := make(chan struct{})
 	var waitErr error
 	go func() {
 		waitErr = cmd.Wait()
 		close(exited)
 	}()
+	g.open()
 	c.why = c.wait(ctx, exited, nil)
 	if c.why != stopExited {
 		// Stop recording first so the profile is complete, then end the command.
@@ -560,6 +539,60 @@ func (c *recorder) launch(ctx context.Context, path string, args []string) int {
 		rec.Note("command %s: %v", filepath.Base(path), waitErr)
 	}
 	return c.stop()
+}
+
+// gatedLaunch is a command held at a gate (a shell waiting on a pipe) and
+// the recording of it, started before the gate opens.
+type gatedLaunch struct {
+	cmd  *exec.Cmd
+	rec  *record.Recording
+	gate *os.File // the gate's write end
+}
+
+// recordStartError says that the command started but recording it did not.
+type recordStartError struct{ err error }
+
+func (e *recordStartError) Error() string { return startError(e.err) }
+func (e *recordStartError) Unwrap() error { return e.err }
+
+// launchGated starts the command path (args[0] its name) held at a gate,
+// with setup's stdio, directory and environment, and starts recording its
+// process with o (FollowForks and Gated set, the program path's). When g.open
+// is called the shell exec's the command in place, so that not one
+// instruction of it runs unrecorded. 'record -- COMMAND' and bench's
+// off-CPU recordings both launch through here. A failure to start the
+// recording is a *recordStartError, the command killed and reaped.
+func launchGated(path string, args []string, o record.Options, setup func(*exec.Cmd)) (*gatedLaunch, error) {
+	gateR, gateW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	script := `read -r _ <&3; exec 3<&-; exec "$0" "$@"`
+	cmd := exec.Command("/bin/sh", append([]string{"-c", script, path}, args[1:]...)...)
+	setup(cmd)
+	cmd.ExtraFiles = []*os.File{gateR}
+	if err := cmd.Start(); err != nil {
+		gateR.Close()
+		gateW.Close()
+		return nil, fmt.Errorf("cannot start %s: %v", path, err)
+	}
+	gateR.Close()
+	o.FollowForks, o.Gated = true, true
+	o.Program, _ = linux.ProgramAt(path) // the gate's "$0"
+	rec, err := record.Start(cmd.Process.Pid, o)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		gateW.Close()
+		_ = cmd.Wait()
+		return nil, &recordStartError{err}
+	}
+	return &gatedLaunch{cmd: cmd, rec: rec, gate: gateW}, nil
+}
+
+// open lets the command run.
+func (g *gatedLaunch) open() {
+	g.gate.Write([]byte("\n"))
+	g.gate.Close()
 }
 
 func statsMode(s string) collect.StatsMode {

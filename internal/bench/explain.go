@@ -23,9 +23,16 @@ type Growth struct {
 // Explanation compares the profiles of one benchmark in two versions.
 type Explanation struct {
 	Series
-	CPU      []Growth `json:"cpu"`      // functions whose CPU time per op grew most, largest growth first
-	Alloc    []Growth `json:"alloc"`    // functions whose allocated bytes per op grew most
-	Profiles []string `json:"profiles"` // base CPU, base memory, new CPU, new memory profile files
+	CPU   []Growth `json:"cpu"`   // functions whose CPU time per op grew most, largest growth first
+	Alloc []Growth `json:"alloc"` // functions whose allocated bytes per op grew most
+	// OffCPU are the functions whose off-CPU time per op (nanoseconds)
+	// grew most, from wallprof recordings of both versions (ExplainOffCPU);
+	// OffCPUSkipped says why there are none to look at, when not recorded.
+	OffCPU        []Growth `json:"offcpu"`
+	OffCPUSkipped string   `json:"offcpu_skipped,omitempty"`
+	// Profiles are the base CPU, base memory, new CPU and new memory
+	// profile files, then the base and new wall-clock profiles if recorded.
+	Profiles []string `json:"profiles"`
 }
 
 // Explain runs the benchmark name of base and head (the test binaries of

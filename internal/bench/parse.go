@@ -6,10 +6,11 @@
 // benchmarks, alone or A/B against a base commit built in a git worktree
 // with the rounds interleaved; finds change points in a benchmark's history
 // (E-Divisive means); and explains a regression by comparing the CPU and
-// allocation profiles of the two versions by function. It writes reports
-// as text, JSON, Markdown and one self-contained HTML page (WritePage:
-// trend charts, the comparison; flame graphs come rendered from the caller,
-// as this package draws none).
+// allocation profiles of the two versions by function, and their off-CPU
+// time from wall-clock recordings (a Recorder that cmd/wallprof gives). It
+// writes reports as text, JSON, Markdown and one self-contained HTML page
+// (WritePage: trend charts, the comparison; flame graphs come rendered
+// from the caller, as this package draws none).
 //
 // Nothing here prints for a user or picks exit codes: cmd/wallprof does.
 package bench

@@ -126,8 +126,13 @@ func WriteExplanation(w io.Writer, ex *Explanation) {
 		title string
 		g     []Growth
 		unit  string
-	}{{"CPU time", ex.CPU, "sec/op"}, {"allocated bytes", ex.Alloc, "B/op"}} {
+		skip  string
+	}{{"CPU time", ex.CPU, "sec/op", ""}, {"allocated bytes", ex.Alloc, "B/op", ""}, {"off-CPU time", ex.OffCPU, "sec/op", ex.OffCPUSkipped}} {
 		fmt.Fprintf(w, "  %s:\n", part.title)
+		if part.skip != "" {
+			fmt.Fprintf(w, "    (%s)\n", part.skip)
+			continue
+		}
 		if len(part.g) == 0 {
 			fmt.Fprintln(w, "    (no function grew)")
 		}
@@ -137,8 +142,11 @@ func WriteExplanation(w io.Writer, ex *Explanation) {
 		}
 	}
 	fmt.Fprintf(w, "  profiles: %s\n", strings.Join(ex.Profiles, " "))
-	if len(ex.Profiles) == 4 {
+	if len(ex.Profiles) >= 4 {
 		fmt.Fprintf(w, "  diff flame graph: wallprof diff %s %s\n", ex.Profiles[0], ex.Profiles[2])
+	}
+	if len(ex.Profiles) == 6 {
+		fmt.Fprintf(w, "  wall-clock diff: wallprof diff %s %s\n", ex.Profiles[4], ex.Profiles[5])
 	}
 }
 

@@ -223,12 +223,18 @@ func Interleave(ctx context.Context, cos []*Checkout, labels []string, cfg RunCo
 	return runs, nil
 }
 
-func runBinary(ctx context.Context, b Binary, cfg RunConfig, extra []string) ([]Result, error) {
+// benchArgs are the arguments of a test binary that runs the benchmarks
+// of cfg once each, then extra.
+func benchArgs(cfg RunConfig, extra []string) []string {
 	args := []string{"-test.run", "^$", "-test.bench", cfg.bench(), "-test.benchmem", "-test.count", "1"}
 	if cfg.Benchtime != "" {
 		args = append(args, "-test.benchtime", cfg.Benchtime)
 	}
-	out, err := command(ctx, b.PkgDir, b.Path, append(args, extra...)...)
+	return append(args, extra...)
+}
+
+func runBinary(ctx context.Context, b Binary, cfg RunConfig, extra []string) ([]Result, error) {
+	out, err := command(ctx, b.PkgDir, b.Path, benchArgs(cfg, extra)...)
 	if err != nil {
 		return nil, err
 	}
