@@ -141,7 +141,7 @@ func trends(ctx context.Context, st bench.Store, series []bench.Series) ([]bench
 // durations are made equal: the colours then show the change per
 // operation, not per second.
 func diffFlame(ex *bench.Explanation) (string, error) {
-	if len(ex.Profiles) != 4 {
+	if len(ex.Profiles) < 4 { // base CPU, base memory, new CPU, new memory, then maybe the wall profiles
 		return "", nil
 	}
 	before, err := present.ReadProfileFile(ex.Profiles[0])
