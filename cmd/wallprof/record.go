@@ -879,4 +879,10 @@ func liftMemoryLimit() {
 	defer memLimit.Unlock()
 	memLimit.lifted = true
 	debug.SetMemoryLimit(math.MaxInt64)
+	// Building and encoding the profile allocate much that lives briefly:
+	// collect it sooner than Go's default (the heap at 1.5 times what is
+	// live instead of 2), for a lower peak at little cost in time.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(50)
+	}
 }

@@ -196,6 +196,13 @@ type threadState struct {
 	state profile.State
 }
 
+// Release drops what the aggregator holds (its samples, stacks and the
+// processes' resolvers, with the files they read), once the profile has
+// been built from it; it is empty after.
+func (a *Aggregator) Release() {
+	*a = *NewAggregator(a.newResolver)
+}
+
 // Resolver returns the resolver of pid, creating it if needed (nil if the
 // process cannot be read).
 func (a *Aggregator) Resolver(pid uint32) ProcessResolver {

@@ -665,18 +665,22 @@ func (s *Sampler) longestGap(start time.Time, d time.Duration) time.Duration {
 func resolveWrappers(gs []*profile.GoSample, wrapper func(string) bool) {
 	callee := map[string]map[string]int64{}
 	for _, g := range gs {
-		fs, ok := rootFrames(g.Stack)
-		if !ok {
-			continue
-		}
-		for i := 0; i+1 < len(fs) && wrapper(fs[i].Function); i++ {
-			m := callee[fs[i].Function]
-			if m == nil {
-				m = map[string]int64{}
-				callee[fs[i].Function] = m
+		prev := ""
+		rootFuncs(g.Stack, func(name string) bool {
+			if prev != "" {
+				m := callee[prev]
+				if m == nil {
+					m = map[string]int64{}
+					callee[prev] = m
+				}
+				m[name] += g.Value
 			}
-			m[fs[i+1].Function] += g.Value
-		}
+			if !wrapper(name) {
+				return false
+			}
+			prev = name
+			return true
+		})
 	}
 	for _, g := range gs {
 		if !wrapper(g.Func) {
@@ -755,50 +759,56 @@ func hasFunc(stack []*profile.Location, fn string) bool {
 	return false
 }
 
-// rootFrames returns a stack's user frames above runtime.goexit, root
-// first; ok is false for stacks that are not a goroutine's (the
-// scheduler's g0, signal handlers).
-func rootFrames(stack []*profile.Location) ([]profile.Frame, bool) {
-	var frames []profile.Frame // leaf first
-	for _, l := range stack {
+// rootFuncs calls fn with the functions of a stack's user frames above
+// runtime.goexit, root first, until fn returns false; ok is false for
+// stacks that are not a goroutine's (the scheduler's g0, signal
+// handlers), which have no frame above runtime.goexit. It allocates
+// nothing: it runs for every thread sample of a profile.
+func rootFuncs(stack []*profile.Location, fn func(name string) bool) (ok bool) {
+	seenExit := false
+	for i := len(stack) - 1; i >= 0; i-- {
+		l := stack[i]
 		if l.Mapping != nil && l.Mapping.Kernel {
 			continue
 		}
-		frames = append(frames, l.Frames...)
+		for j := len(l.Frames) - 1; j >= 0; j-- {
+			name := l.Frames[j].Function
+			if !seenExit {
+				if name != "runtime.goexit" {
+					return false
+				}
+				seenExit = true
+				continue
+			}
+			ok = true
+			if !fn(name) {
+				return true
+			}
+		}
 	}
-	n := len(frames)
-	if n < 2 || frames[n-1].Function != "runtime.goexit" {
-		return nil, false
-	}
-	out := make([]profile.Frame, 0, n-1)
-	for i := n - 2; i >= 0; i-- {
-		out = append(out, frames[i])
-	}
-	return out, true
+	return ok
 }
 
 // goroutineStart returns the function the goroutine started in (its
 // startpc's: for `go f(x)`, Go 1.21+ starts a wrapper, F.gowrapN).
 func goroutineStart(stack []*profile.Location) (string, bool) {
-	fs, ok := rootFrames(stack)
-	if !ok {
-		return "", false
-	}
-	return fs[0].Function, true
+	var start string
+	ok := rootFuncs(stack, func(name string) bool {
+		start = name
+		return false
+	})
+	return start, ok
 }
 
 // goroutineFunc returns the goroutine's own function: the one it started
 // in, or the function a go-statement wrapper (F.gowrapN) called.
 func goroutineFunc(stack []*profile.Location, wrapper func(string) bool) (string, bool) {
-	fs, ok := rootFrames(stack)
-	if !ok {
-		return "", false
-	}
-	i := 0
-	for i+1 < len(fs) && wrapper(fs[i].Function) {
-		i++
-	}
-	return fs[i].Function, true
+	var f string
+	ok := rootFuncs(stack, func(name string) bool {
+		f = name
+		return wrapper(name)
+	})
+	return f, ok
 }
 
 // isWrapper reports whether fn is a go-statement wrapper: by its name

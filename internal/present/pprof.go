@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -102,18 +104,17 @@ func toPprof(p *profile.Profile) (*pprof.Profile, error) {
 		pp.SampleType = append(pp.SampleType, &pprof.ValueType{Type: goroutineType, Unit: "nanoseconds"})
 		pp.DefaultSampleType = goroutineType
 	}
+	ls := newLabelSets()
+	pp.Sample = make([]*pprof.Sample, 0, len(p.Samples)+len(p.Goroutines))
 	for i, s := range p.Samples {
-		ps, err := pprofSample(s, locs)
+		ps, err := pprofSample(s, locs, ls, goView)
 		if err != nil {
 			return nil, fmt.Errorf("sample %d: %w", i, err)
-		}
-		if goView {
-			ps.Value = append(ps.Value, 0)
 		}
 		pp.Sample = append(pp.Sample, ps)
 	}
 	for i, g := range p.Goroutines {
-		ps, err := pprofGoSample(g, locs)
+		ps, err := pprofGoSample(g, locs, ls)
 		if err != nil {
 			return nil, fmt.Errorf("goroutine sample %d: %w", i, err)
 		}
@@ -170,32 +171,37 @@ const (
 	labelGoFunc     = "gofunc"
 )
 
-func pprofGoSample(g *profile.GoSample, locs map[*profile.Location]*pprof.Location) (*pprof.Sample, error) {
+func pprofGoSample(g *profile.GoSample, locs map[*profile.Location]*pprof.Location, ls *labelSets) (*pprof.Sample, error) {
 	if g == nil {
 		return nil, fmt.Errorf("nil sample")
 	}
 	if g.State >= profile.NumGStates {
 		return nil, fmt.Errorf("unknown goroutine state %d", g.State)
 	}
-	ps := &pprof.Sample{
-		Value:    []int64{0, 0, 0, g.Value},
-		NumLabel: map[string][]int64{labelPID: {int64(g.PID)}},
-		Label:    map[string][]string{labelGState: {g.State.String()}},
-	}
-	if g.GoID != 0 {
-		ps.NumLabel[labelGoID] = []int64{int64(g.GoID)}
-	}
-	for k, v := range map[string]string{labelWaitReason: g.WaitReason, labelCreatedBy: g.CreatedBy, labelGoFunc: g.Func} {
-		if v != "" {
-			ps.Label[k] = []string{v}
+	ps := &pprof.Sample{Value: []int64{0, 0, 0, g.Value}, Location: make([]*pprof.Location, 0, len(g.Stack))}
+	ps.Label, ps.NumLabel = ls.get(func(add func(k, v string), num func(k string, v int64)) {
+		num(labelPID, int64(g.PID))
+		if g.GoID != 0 {
+			num(labelGoID, int64(g.GoID))
 		}
-	}
-	for k, v := range g.Labels {
-		if _, taken := ps.Label[k]; taken || k == labelPID || k == labelGoID {
-			continue // the goroutine's own label cannot hide wallprof's
+		add(labelGState, g.State.String())
+		for _, kv := range [...][2]string{{labelWaitReason, g.WaitReason}, {labelCreatedBy, g.CreatedBy}, {labelGoFunc, g.Func}} {
+			if kv[1] != "" {
+				add(kv[0], kv[1])
+			}
 		}
-		ps.Label[k] = []string{v}
-	}
+		for _, k := range sortedKeys(g.Labels) {
+			// The goroutine's own label cannot hide wallprof's.
+			switch {
+			case k == labelGState, k == labelPID, k == labelGoID,
+				k == labelWaitReason && g.WaitReason != "",
+				k == labelCreatedBy && g.CreatedBy != "",
+				k == labelGoFunc && g.Func != "":
+				continue
+			}
+			add(k, g.Labels[k])
+		}
+	})
 	for _, l := range g.Stack {
 		pl := locs[l]
 		if pl == nil {
@@ -239,25 +245,34 @@ func pprofLocations(pp *pprof.Profile, locs []*profile.Location, mappings map[*p
 	return out, nil
 }
 
-func pprofSample(s *profile.Sample, locs map[*profile.Location]*pprof.Location) (*pprof.Sample, error) {
+func pprofSample(s *profile.Sample, locs map[*profile.Location]*pprof.Location, ls *labelSets, goView bool) (*pprof.Sample, error) {
 	if s == nil {
 		return nil, fmt.Errorf("nil sample")
 	}
 	if s.State >= profile.NumStates {
 		return nil, fmt.Errorf("unknown state %d", s.State)
 	}
-	ps := &pprof.Sample{
-		Value:    []int64{Wall.of(s), CPU.of(s), OffCPU.of(s)},
-		NumLabel: map[string][]int64{labelPID: {int64(s.PID)}, labelTID: {int64(s.TID)}},
-		Label:    map[string][]string{labelThread: {s.Thread}, labelState: {s.State.String()}},
-	}
-	for k, v := range s.Labels {
+	for k := range s.Labels {
 		switch k {
 		case labelPID, labelTID, labelThread, labelState:
 			return nil, fmt.Errorf("label key %q is reserved", k)
 		}
-		ps.Label[k] = []string{v}
 	}
+	ps := &pprof.Sample{Location: make([]*pprof.Location, 0, len(s.Stack))}
+	if goView {
+		ps.Value = []int64{Wall.of(s), CPU.of(s), OffCPU.of(s), 0}
+	} else {
+		ps.Value = []int64{Wall.of(s), CPU.of(s), OffCPU.of(s)}
+	}
+	ps.Label, ps.NumLabel = ls.get(func(add func(k, v string), num func(k string, v int64)) {
+		num(labelPID, int64(s.PID))
+		num(labelTID, int64(s.TID))
+		add(labelThread, s.Thread)
+		add(labelState, s.State.String())
+		for _, k := range sortedKeys(s.Labels) {
+			add(k, s.Labels[k])
+		}
+	})
 	for _, l := range s.Stack {
 		pl := locs[l]
 		if pl == nil {
@@ -487,4 +502,66 @@ func firstNum(v []int64) int64 {
 		return 0
 	}
 	return v[0]
+}
+
+// labelSets shares the label maps of the samples that have the same
+// labels: a recording's samples have few distinct sets (a thread's, in
+// each state), and maps of their own per sample were most of the memory
+// of writing a large profile. The maps are only read after this (the
+// encoder sorts their keys into its own slices): nothing may change them.
+type labelSets struct {
+	sets map[string]labelSet
+	key  []byte
+	strs []string   // the set being looked up: key, value, key, value...
+	nums []numLabel // its numeric labels
+}
+
+type labelSet struct {
+	str map[string][]string
+	num map[string][]int64
+}
+
+type numLabel struct {
+	k string
+	v int64
+}
+
+func newLabelSets() *labelSets { return &labelSets{sets: map[string]labelSet{}} }
+
+// get returns the maps of the labels that fill adds, shared with every
+// sample that has the same ones.
+func (ls *labelSets) get(fill func(add func(k, v string), num func(k string, v int64))) (map[string][]string, map[string][]int64) {
+	ls.key, ls.strs, ls.nums = ls.key[:0], ls.strs[:0], ls.nums[:0]
+	fill(func(k, v string) {
+		ls.strs = append(ls.strs, k, v)
+		ls.key = append(append(append(append(ls.key, k...), 0), v...), 0)
+	}, func(k string, v int64) {
+		ls.nums = append(ls.nums, numLabel{k, v})
+		ls.key = strconv.AppendInt(append(append(ls.key, k...), 1), v, 10)
+		ls.key = append(ls.key, 0)
+	})
+	if s, ok := ls.sets[string(ls.key)]; ok {
+		return s.str, s.num
+	}
+	s := labelSet{str: make(map[string][]string, len(ls.strs)/2), num: make(map[string][]int64, len(ls.nums))}
+	for i := 0; i < len(ls.strs); i += 2 {
+		s.str[ls.strs[i]] = []string{ls.strs[i+1]}
+	}
+	for _, n := range ls.nums {
+		s.num[n.k] = []int64{n.v}
+	}
+	ls.sets[string(ls.key)] = s
+	return s.str, s.num
+}
+
+func sortedKeys(m map[string]string) []string {
+	if len(m) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
