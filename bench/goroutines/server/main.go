@@ -23,6 +23,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/metrics"
+	"sort"
 	"strconv"
 	"sync"
 	"syscall"
@@ -73,8 +74,19 @@ func main() {
 
 	var reqs int64
 	var reqMu sync.Mutex
+	// The handler's own time per request, from its first line to the
+	// response written: the server-side latency, which a load generator
+	// sharing a CPU with the profiler cannot blur (/stats).
+	var took []time.Duration
 	mux := http.NewServeMux()
 	mux.HandleFunc("/order", func(w http.ResponseWriter, r *http.Request) {
+		t0 := time.Now()
+		defer func() {
+			d := time.Since(t0)
+			reqMu.Lock()
+			took = append(took, d)
+			reqMu.Unlock()
+		}()
 		id, _ := strconv.ParseInt(r.URL.Query().Get("id"), 10, 64)
 		reqMu.Lock()
 		reqs++
@@ -99,6 +111,30 @@ func main() {
 		o.Digest = hex.EncodeToString(sum[:])
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(o)
+	})
+	// /stats: the handler times since the last /stats?reset=1 (count,
+	// p50, p90, p99, max in ns) and the process's CPU time so far (user
+	// and system, ns), as JSON.
+	mux.HandleFunc("/stats", func(w http.ResponseWriter, r *http.Request) {
+		reqMu.Lock()
+		ds := append([]time.Duration(nil), took...)
+		if r.URL.Query().Get("reset") == "1" {
+			took = took[:0]
+		}
+		reqMu.Unlock()
+		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+		q := func(p float64) int64 {
+			if len(ds) == 0 {
+				return 0
+			}
+			return int64(ds[min(len(ds)-1, int(p*float64(len(ds))))])
+		}
+		var ru syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"count":%d,"p50_ns":%d,"p90_ns":%d,"p99_ns":%d,"max_ns":%d,"cpu_ns":%d}`+"\n",
+			len(ds), q(0.50), q(0.90), q(0.99), q(1), int64(cpu))
 	})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "ok goroutines=%d\n", runtime.NumGoroutine())
