@@ -34,7 +34,8 @@ func WritePage(w io.Writer, p Page) error {
 		}
 		for i, ex := range r.Explanations {
 			e := pageExplanation{Name: ex.Pkg + "." + ex.Name, Profiles: ex.Profiles,
-				CPU: growthRows(ex.CPU, "sec/op"), Alloc: growthRows(ex.Alloc, "B/op")}
+				CPU: growthRows(ex.CPU, "sec/op"), Alloc: growthRows(ex.Alloc, "B/op"),
+				OffCPU: growthRows(ex.OffCPU, "sec/op"), OffCPUSkipped: ex.OffCPUSkipped}
 			if i < len(p.Flames) {
 				e.Flame = p.Flames[i]
 			}
@@ -90,10 +91,12 @@ func verdict(d Delta) string {
 }
 
 type pageExplanation struct {
-	Name       string
-	CPU, Alloc []growthRow
-	Profiles   []string
-	Flame      string
+	Name          string
+	CPU, Alloc    []growthRow
+	OffCPU        []growthRow // from wallprof recordings of both versions
+	OffCPUSkipped string      // why there are none, when not recorded
+	Profiles      []string
+	Flame         string
 }
 
 type growthRow struct{ Delta, Base, New, Function string }
@@ -337,7 +340,8 @@ svg.trend .cp line { stroke: #c62828; stroke-width: 1.5; stroke-dasharray: 5 3; 
 {{end}}{{with .Explanations}}<h2>Regressions explained</h2>
 {{range .}}<section class="explanation">
 <h3>{{.Name}}: functions whose cost per operation grew most</h3>
-{{template "growth" (growth "CPU time" .CPU)}}{{template "growth" (growth "allocated bytes" .Alloc)}}
+{{template "growth" (growth "CPU time" .CPU)}}{{template "growth" (growth "allocated bytes" .Alloc)}}{{if .OffCPUSkipped}}<h4>off-CPU time</h4>
+<p class="note">Not recorded: {{.OffCPUSkipped}}.</p>{{else}}{{template "growth" (growth "off-CPU time (the goroutine not running)" .OffCPU)}}{{end}}
 <p class="note">Profiles: {{range .Profiles}}<code>{{.}}</code> {{end}}</p>
 {{if .Flame}}<p class="note">Differential flame graph of the CPU profiles: the shape of the new version, red where it spends more than the base, blue where less. Both ran the same number of operations.</p>
 <iframe class="flame" title="differential flame graph of {{.Name}}" srcdoc="{{.Flame}}"></iframe>

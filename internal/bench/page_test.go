@@ -211,3 +211,28 @@ func TestPageZeroSeries(t *testing.T) {
 		t.Errorf("%d whiskers; want 1, none for the unbounded interval", n)
 	}
 }
+
+// The off-CPU growth of a regression is on the page, or why it is not.
+func TestPageOffCPU(t *testing.T) {
+	s := Series{Pkg: "example.com/x", Name: "BenchmarkWait", Unit: "sec/op"}
+	for _, skipped := range []string{"", "needs root"} {
+		ex := &Explanation{Series: s, CPU: []Growth{{Function: "example.com/x.spin", Base: 1, New: 2}}}
+		if skipped == "" {
+			ex.OffCPU = []Growth{{Function: "example.com/x.wait", Base: 0, New: 1e6}}
+		} else {
+			ex.OffCPUSkipped = skipped
+		}
+		rep := &Report{Runs: []RunInfo{{Commit: "a"}, {Commit: "b"}}, Explanations: []*Explanation{ex}}
+		page, doc := parsePage(t, Page{Title: "t", Report: rep})
+		fns := map[string]bool{}
+		for _, c := range find(doc, "td", "fn") {
+			fns[c.FirstChild.Data] = true
+		}
+		if skipped == "" && (!fns["example.com/x.wait"] || !strings.Contains(page, "off-CPU time")) {
+			t.Errorf("the off-CPU growth of example.com/x.wait is not on the page: %v", fns)
+		}
+		if skipped != "" && (fns["example.com/x.wait"] || !strings.Contains(page, "Not recorded: needs root.")) {
+			t.Errorf("the page does not say why there is no off-CPU growth")
+		}
+	}
+}
