@@ -2,17 +2,16 @@ package push
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 
-	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
-	pb "go.opentelemetry.io/proto/otlp/profiles/v1development"
+	collpb "go.opentelemetry.io/proto/slim/otlp/collector/profiles/v1development"
+	commonpb "go.opentelemetry.io/proto/slim/otlp/common/v1"
 	"google.golang.org/protobuf/proto"
 )
 
 // DecodeOTLP parses an OTLP profiles export request.
-func DecodeOTLP(body []byte) (*pb.ProfilesData, error) {
-	var req pb.ProfilesData
+func DecodeOTLP(body []byte) (*collpb.ExportProfilesServiceRequest, error) {
+	var req collpb.ExportProfilesServiceRequest
 	if err := proto.Unmarshal(body, &req); err != nil {
 		return nil, fmt.Errorf("decode OTLP profiles: %w", err)
 	}
@@ -27,27 +26,37 @@ type OTLPWindow struct {
 	Start    int64 // recording start, Unix ns
 	// Time is each thread's time by state name, in nanoseconds, from the
 	// samples' wall values.
-	Time map[int64]map[string]int64
-	// CPU and OffCPU are each thread's cpu and offcpu values.
-	CPU, OffCPU map[int64]int64
-	TimeNanos   int64
-	Duration    int64
+	Time      map[int64]map[string]int64
+	TimeNanos int64
+	Duration  int64
 }
 
 // ReadOTLP reads the profiles of a request (one per resource profile,
 // as EncodeOTLP writes them), resolving the dictionary's indices; an index
-// out of range is an error.
-func ReadOTLP(req *pb.ProfilesData) ([]OTLPWindow, error) {
+// out of range, or a table whose first entry is not the zero value, is an
+// error.
+func ReadOTLP(req *collpb.ExportProfilesServiceRequest) ([]OTLPWindow, error) {
 	d := req.GetDictionary()
 	if d == nil || len(d.StringTable) == 0 || d.StringTable[0] != "" {
 		return nil, fmt.Errorf("the dictionary's string table must begin with \"\"")
+	}
+	if len(d.AttributeTable) == 0 || len(d.StackTable) == 0 || len(d.LocationTable) == 0 || len(d.FunctionTable) == 0 ||
+		len(d.MappingTable) == 0 || len(d.StackTable[0].LocationIndices) > 0 || d.AttributeTable[0].KeyStrindex != 0 {
+		return nil, fmt.Errorf("the dictionary's tables must begin with their zero value")
+	}
+	str := func(i int32) (string, error) {
+		if i < 0 || int(i) >= len(d.StringTable) {
+			return "", fmt.Errorf("string index %d out of range", i)
+		}
+		return d.StringTable[i], nil
 	}
 	attr := func(i int32) (string, any, error) {
 		if i < 0 || int(i) >= len(d.AttributeTable) {
 			return "", nil, fmt.Errorf("attribute index %d out of range", i)
 		}
 		kv := d.AttributeTable[i]
-		return kv.Key, anyValue(kv.GetValue()), nil
+		k, err := str(kv.KeyStrindex)
+		return k, anyValue(kv.GetValue()), err
 	}
 	var out []OTLPWindow
 	for _, rp := range req.ResourceProfiles {
@@ -57,8 +66,8 @@ func ReadOTLP(req *pb.ProfilesData) ([]OTLPWindow, error) {
 		}
 		for _, sp := range rp.ScopeProfiles {
 			for _, p := range sp.Profiles {
-				w := OTLPWindow{Resource: res, Time: map[int64]map[string]int64{}, CPU: map[int64]int64{},
-					OffCPU: map[int64]int64{}, TimeNanos: p.TimeNanos, Duration: p.DurationNanos}
+				w := OTLPWindow{Resource: res, Time: map[int64]map[string]int64{},
+					TimeNanos: int64(p.TimeUnixNano), Duration: int64(p.DurationNano)}
 				for _, i := range p.AttributeIndices {
 					k, v, err := attr(i)
 					if err != nil {
@@ -71,27 +80,22 @@ func ReadOTLP(req *pb.ProfilesData) ([]OTLPWindow, error) {
 						w.Start, _ = v.(int64)
 					}
 				}
-				types := make([]string, len(p.SampleType))
-				for i, st := range p.SampleType {
-					if int(st.TypeStrindex) >= len(d.StringTable) {
-						return nil, fmt.Errorf("sample type %d: string index out of range", i)
-					}
-					types[i] = d.StringTable[st.TypeStrindex]
+				typ, err := str(p.GetSampleType().GetTypeStrindex())
+				if err != nil {
+					return nil, err
 				}
-				wall, cpu, off := slices.Index(types, "wall"), slices.Index(types, "cpu"), slices.Index(types, "offcpu")
-				if wall < 0 || cpu < 0 || off < 0 {
-					return nil, fmt.Errorf("sample types %v: want wall, cpu and offcpu", types)
+				if unit, _ := str(p.GetSampleType().GetUnitStrindex()); typ != "wall" || unit != "nanoseconds" {
+					return nil, fmt.Errorf("sample type %s/%s: want wall/nanoseconds", typ, unit)
 				}
-				for si, s := range p.Sample {
-					if len(s.Value) != len(types) {
-						return nil, fmt.Errorf("sample %d has %d values for %d sample types", si, len(s.Value), len(types))
+				for si, s := range p.Samples {
+					if len(s.Values) != 1 {
+						return nil, fmt.Errorf("sample %d has %d values, want 1", si, len(s.Values))
 					}
-					end := int(s.LocationsStartIndex) + int(s.LocationsLength)
-					if s.LocationsStartIndex < 0 || end > len(p.LocationIndices) {
-						return nil, fmt.Errorf("sample %d: locations out of range", si)
+					if s.StackIndex < 0 || int(s.StackIndex) >= len(d.StackTable) {
+						return nil, fmt.Errorf("sample %d: stack index %d out of range", si, s.StackIndex)
 					}
-					for _, li := range p.LocationIndices[s.LocationsStartIndex:end] {
-						if li < 0 || int(li) >= len(d.LocationTable) {
+					for _, li := range d.StackTable[s.StackIndex].LocationIndices {
+						if li <= 0 || int(li) >= len(d.LocationTable) {
 							return nil, fmt.Errorf("sample %d: location index %d out of range", si, li)
 						}
 					}
@@ -112,9 +116,7 @@ func ReadOTLP(req *pb.ProfilesData) ([]OTLPWindow, error) {
 					if w.Time[tid] == nil {
 						w.Time[tid] = map[string]int64{}
 					}
-					w.Time[tid][state] += s.Value[wall]
-					w.CPU[tid] += s.Value[cpu]
-					w.OffCPU[tid] += s.Value[off]
+					w.Time[tid][state] += s.Values[0]
 				}
 				out = append(out, w)
 			}

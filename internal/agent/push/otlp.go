@@ -6,37 +6,39 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 
-	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
-	pb "go.opentelemetry.io/proto/otlp/profiles/v1development"
-	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
+	collpb "go.opentelemetry.io/proto/slim/otlp/collector/profiles/v1development"
+	commonpb "go.opentelemetry.io/proto/slim/otlp/common/v1"
+	pb "go.opentelemetry.io/proto/slim/otlp/profiles/v1development"
+	resourcepb "go.opentelemetry.io/proto/slim/otlp/resource/v1"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/wallprof/wallprof/internal/profile"
 )
 
 // OTLPPath is where OTLP/HTTP receivers take profiles: the path of
-// ProfilesService.Export in the pinned protobufs' HTTP binding.
+// ProfilesService.Export in the pinned protobufs' HTTP binding, and the
+// Collector's OTLP receiver's default for profiles.
 const OTLPPath = "/v1development/profiles"
 
 // OTLPContentType is the body's type: binary protobuf.
 const OTLPContentType = "application/x-protobuf"
 
-// The sample types, as in wallprof's pprof files (present.WritePprof):
-// each sample's value is its time in the type its state counts in.
-var otlpSampleTypes = []string{"wall", "cpu", "offcpu"}
+// OTLPGRPCMethod is ProfilesService.Export's gRPC method.
+const OTLPGRPCMethod = "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
 
 // EncodeOTLP encodes w as an OTLP ExportProfilesServiceRequest: one
 // resource (the process), one scope (wallprof), one profile.
 //
-// The profile has sample types wall, cpu and offcpu in nanoseconds (delta
-// temporality; the period type is wall/nanoseconds with the sampling
-// period), like wallprof's pprof files: a sample's time is in wall and in
-// cpu (on-CPU) or offcpu (runnable and blocked). Every sample has the
-// attributes thread.id, thread.name and wallprof.state (on-cpu, runnable,
-// sleeping, disk, other). Locations keep their inlined frames (innermost
-// first), mappings their file and build ID. The window's sequence number
-// and recording are profile attributes; the notes are comments.
+// The profile's sample type is wall/nanoseconds, the period type
+// wall/nanoseconds with the sampling period. A sample's value is its wall
+// time; its attributes thread.id, thread.name and wallprof.state (on-cpu,
+// runnable, sleeping, disk, other) say whose and in which state, so that
+// on-CPU and off-CPU time are the samples of those states. Locations keep
+// their inlined frames (innermost first), mappings their file and build ID.
+// The window's sequence number and recording are profile attributes, its
+// notes the attribute wallprof.notes.
 func EncodeOTLP(w *Window) ([]byte, error) {
 	req, err := OTLPRequest(w)
 	if err != nil {
@@ -45,42 +47,36 @@ func EncodeOTLP(w *Window) ([]byte, error) {
 	return proto.MarshalOptions{Deterministic: true}.Marshal(req)
 }
 
-// OTLPRequest builds the request EncodeOTLP encodes. It is a ProfilesData,
-// whose fields are those of ExportProfilesServiceRequest (resource_profiles
-// 1, dictionary 2): the same bytes, without linking the collector
-// package's gRPC gateway into wallprof.
-func OTLPRequest(w *Window) (*pb.ProfilesData, error) {
+// OTLPRequest builds the request EncodeOTLP encodes.
+func OTLPRequest(w *Window) (*collpb.ExportProfilesServiceRequest, error) {
 	p := w.Profile
 	if p == nil {
 		return nil, fmt.Errorf("encode OTLP: nil profile")
 	}
 	d := newDict()
+	start := w.Meta.Start
+	if start.IsZero() {
+		start = p.Start
+	}
 	prof := &pb.Profile{
-		TimeNanos:     w.Meta.Start.UnixNano(),
-		DurationNanos: int64(p.Duration),
-		PeriodType:    &pb.ValueType{TypeStrindex: d.str("wall"), UnitStrindex: d.str("nanoseconds")},
-		Period:        p.Period,
-		ProfileId:     profileID(w.Meta),
-	}
-	if w.Meta.Start.IsZero() {
-		prof.TimeNanos = p.Start.UnixNano()
-	}
-	for _, t := range otlpSampleTypes {
-		prof.SampleType = append(prof.SampleType, &pb.ValueType{TypeStrindex: d.str(t), UnitStrindex: d.str("nanoseconds"),
-			AggregationTemporality: pb.AggregationTemporality_AGGREGATION_TEMPORALITY_DELTA})
-	}
-	for _, n := range p.Notes {
-		prof.CommentStrindices = append(prof.CommentStrindices, d.str(n))
+		TimeUnixNano: uint64(start.UnixNano()),
+		DurationNano: uint64(max(p.Duration, 0)),
+		SampleType:   &pb.ValueType{TypeStrindex: d.str("wall"), UnitStrindex: d.str("nanoseconds")},
+		PeriodType:   &pb.ValueType{TypeStrindex: d.str("wall"), UnitStrindex: d.str("nanoseconds")},
+		Period:       p.Period,
+		ProfileId:    profileID(w.Meta),
 	}
 	prof.AttributeIndices = []int32{
 		d.attr(KeySeq, intValue(int64(w.Meta.Seq))),
 		d.attr(KeyRecording, intValue(w.Meta.Started.UnixNano())),
 	}
+	if len(p.Notes) > 0 {
+		prof.AttributeIndices = append(prof.AttributeIndices, d.attr(KeyNotes, stringValue(strings.Join(p.Notes, "\n"))))
+	}
 	mappings := map[*profile.Mapping]int32{}
 	for _, m := range p.Mappings {
 		pm := &pb.Mapping{MemoryStart: m.Start, MemoryLimit: m.Limit, FileOffset: m.Offset,
-			FilenameStrindex: d.str(mappingFile(m)),
-			HasFunctions:     true, HasFilenames: true, HasLineNumbers: true, HasInlineFrames: true}
+			FilenameStrindex: d.str(mappingFile(m))}
 		if k := buildIDKey(m.BuildID); k != "" {
 			pm.AttributeIndices = []int32{d.attr(k, stringValue(m.BuildID))}
 		}
@@ -96,7 +92,7 @@ func OTLPRequest(w *Window) (*pb.ProfilesData, error) {
 			if !ok {
 				return nil, fmt.Errorf("encode OTLP: location %d: its mapping is not in the profile", l.ID)
 			}
-			pl.MappingIndex = proto.Int32(i)
+			pl.MappingIndex = i
 		}
 		frames := l.Frames
 		if len(frames) == 0 {
@@ -112,28 +108,34 @@ func OTLPRequest(w *Window) (*pb.ProfilesData, error) {
 				d.dict.FunctionTable = append(d.dict.FunctionTable,
 					&pb.Function{NameStrindex: k[0], SystemNameStrindex: k[0], FilenameStrindex: k[1]})
 			}
-			pl.Line = append(pl.Line, &pb.Line{FunctionIndex: fi, Line: int64(f.Line)})
+			pl.Lines = append(pl.Lines, &pb.Line{FunctionIndex: fi, Line: int64(f.Line)})
 		}
 		locs[l] = int32(len(d.dict.LocationTable))
 		d.dict.LocationTable = append(d.dict.LocationTable, pl)
 	}
+	stacks := map[string]int32{}
+	var key []byte
 	for i, s := range p.Samples {
 		if s.State >= profile.NumStates {
 			return nil, fmt.Errorf("encode OTLP: sample %d: unknown state %d", i, s.State)
 		}
-		ps := &pb.Sample{LocationsStartIndex: int32(len(prof.LocationIndices)), LocationsLength: int32(len(s.Stack))}
+		st := &pb.Stack{LocationIndices: make([]int32, 0, len(s.Stack))}
+		key = key[:0]
 		for _, l := range s.Stack {
 			li, ok := locs[l]
 			if !ok {
 				return nil, fmt.Errorf("encode OTLP: sample %d: a stack location is not in the profile", i)
 			}
-			prof.LocationIndices = append(prof.LocationIndices, li)
+			st.LocationIndices = append(st.LocationIndices, li)
+			key = binary.AppendUvarint(key, uint64(li))
 		}
-		cpu, off := int64(0), s.Value
-		if s.State == profile.OnCPU {
-			cpu, off = s.Value, 0
+		si, ok := stacks[string(key)]
+		if !ok {
+			si = int32(len(d.dict.StackTable))
+			stacks[string(key)] = si
+			d.dict.StackTable = append(d.dict.StackTable, st)
 		}
-		ps.Value = []int64{s.Value, cpu, off}
+		ps := &pb.Sample{StackIndex: si, Values: []int64{s.Value}}
 		ps.AttributeIndices = []int32{
 			d.attr(KeyThreadID, intValue(int64(s.TID))),
 			d.attr(KeyThreadName, stringValue(s.Thread)),
@@ -142,9 +144,9 @@ func OTLPRequest(w *Window) (*pb.ProfilesData, error) {
 		for _, k := range sortedKeys(s.Labels) {
 			ps.AttributeIndices = append(ps.AttributeIndices, d.attr("wallprof.label."+k, stringValue(s.Labels[k])))
 		}
-		prof.Sample = append(prof.Sample, ps)
+		prof.Samples = append(prof.Samples, ps)
 	}
-	return &pb.ProfilesData{
+	return &collpb.ExportProfilesServiceRequest{
 		ResourceProfiles: []*pb.ResourceProfiles{{
 			Resource: &resourcepb.Resource{Attributes: resourceAttributes(w.Meta)},
 			ScopeProfiles: []*pb.ScopeProfiles{{
@@ -222,7 +224,9 @@ func intValue(i int64) *commonpb.AnyValue {
 	return &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: i}}
 }
 
-// dict builds the request's dictionary, each string and attribute once.
+// dict builds the request's dictionary, each string, attribute, stack,
+// location, function and mapping once; index 0 of every table is the zero
+// value, which stands for "none".
 type dict struct {
 	dict    *pb.ProfilesDictionary
 	strings map[string]int32
@@ -230,8 +234,15 @@ type dict struct {
 }
 
 func newDict() *dict {
-	return &dict{dict: &pb.ProfilesDictionary{StringTable: []string{""}}, strings: map[string]int32{"": 0},
-		attrs: map[string]int32{}}
+	return &dict{dict: &pb.ProfilesDictionary{
+		StringTable:    []string{""},
+		MappingTable:   []*pb.Mapping{{}},
+		LocationTable:  []*pb.Location{{}},
+		FunctionTable:  []*pb.Function{{}},
+		LinkTable:      []*pb.Link{{TraceId: make([]byte, 16), SpanId: make([]byte, 8)}},
+		AttributeTable: []*pb.KeyValueAndUnit{{}},
+		StackTable:     []*pb.Stack{{}},
+	}, strings: map[string]int32{"": 0}, attrs: map[string]int32{}}
 }
 
 func (d *dict) str(s string) int32 {
@@ -256,7 +267,7 @@ func (d *dict) attr(key string, v *commonpb.AnyValue) int32 {
 		return i
 	}
 	i := int32(len(d.dict.AttributeTable))
-	d.dict.AttributeTable = append(d.dict.AttributeTable, &commonpb.KeyValue{Key: key, Value: v})
+	d.dict.AttributeTable = append(d.dict.AttributeTable, &pb.KeyValueAndUnit{KeyStrindex: d.str(key), Value: v})
 	d.attrs[k] = i
 	return i
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,7 +16,11 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protowire"
+	collpb "go.opentelemetry.io/proto/slim/otlp/collector/profiles/v1development"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 )
 
 // Auth is how requests authenticate: a bearer token, or basic auth.
@@ -38,22 +43,66 @@ func (a Auth) String() string {
 
 // Endpoint is a store to push to.
 type Endpoint struct {
-	Kind   string // "otlp" or "pyroscope"
-	base   *url.URL
-	auth   Auth
-	client *http.Client
+	Kind    string // "otlp" or "pyroscope"
+	base    *url.URL
+	auth    Auth
+	client  *http.Client
+	conn    *grpc.ClientConn // OTLP over gRPC; nil over HTTP
+	timeout time.Duration
 }
 
 // NewEndpoint checks rawURL (http or https; credentials in it become basic
 // auth and are never shown again) and builds the client: TLS with the
 // system's roots plus the PEM certificates in caFile, if given.
 func NewEndpoint(kind, rawURL, caFile string, auth Auth, timeout time.Duration) (*Endpoint, error) {
+	e, tlsConf, err := newEndpoint(kind, rawURL, caFile, auth, timeout)
+	if err != nil {
+		return nil, err
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tlsConf
+	e.client = &http.Client{Transport: tr, Timeout: e.timeout}
+	return e, nil
+}
+
+// NewGRPCEndpoint is an OTLP endpoint over gRPC: rawURL is
+// http://HOST:PORT (no TLS) or https://HOST:PORT (TLS, verified as
+// NewEndpoint does), as OpenTelemetry's exporters take it; the
+// authentication goes in each call's authorization metadata. It connects
+// when it first sends.
+func NewGRPCEndpoint(rawURL, caFile string, auth Auth, timeout time.Duration) (*Endpoint, error) {
+	e, tlsConf, err := newEndpoint("otlp", rawURL, caFile, auth, timeout)
+	if err != nil {
+		return nil, err
+	}
+	if p := strings.Trim(e.base.Path, "/"); p != "" {
+		return nil, fmt.Errorf("--otlp %s: a gRPC endpoint has no path", e)
+	}
+	creds := insecure.NewCredentials()
+	if e.base.Scheme == "https" {
+		if tlsConf == nil {
+			tlsConf = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		creds = credentials.NewTLS(tlsConf)
+	}
+	host := e.base.Host
+	if e.base.Port() == "" {
+		host = net.JoinHostPort(e.base.Hostname(), "4317")
+	}
+	e.conn, err = grpc.NewClient(host, grpc.WithTransportCredentials(creds), grpc.WithUserAgent("wallprof-agent"))
+	if err != nil {
+		return nil, fmt.Errorf("--otlp %s: %v", e, err)
+	}
+	return e, nil
+}
+
+func newEndpoint(kind, rawURL, caFile string, auth Auth, timeout time.Duration) (*Endpoint, *tls.Config, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("--%s: not a URL", kind) // the error would repeat the URL and its secrets
+		return nil, nil, fmt.Errorf("--%s: not a URL", kind) // the error would repeat the URL and its secrets
 	}
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return nil, fmt.Errorf("--%s %s: want an http:// or https:// URL", kind, u.Redacted())
+		return nil, nil, fmt.Errorf("--%s %s: want an http:// or https:// URL", kind, u.Redacted())
 	}
 	if u.User != nil {
 		if auth.User == "" && auth.Token == "" {
@@ -62,25 +111,46 @@ func NewEndpoint(kind, rawURL, caFile string, auth Auth, timeout time.Duration) 
 		}
 		u.User = nil
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
+	var tlsConf *tls.Config
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
 		if err != nil {
-			return nil, fmt.Errorf("--ca: %w", err)
+			return nil, nil, fmt.Errorf("--ca: %w", err)
 		}
 		pool, err := x509.SystemCertPool()
 		if err != nil {
 			pool = x509.NewCertPool()
 		}
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--ca %s: no PEM certificate in it", caFile)
+			return nil, nil, fmt.Errorf("--ca %s: no PEM certificate in it", caFile)
 		}
-		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		tlsConf = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
-	return &Endpoint{Kind: kind, base: u, auth: auth, client: &http.Client{Transport: tr, Timeout: timeout}}, nil
+	return &Endpoint{Kind: kind, base: u, auth: auth, timeout: timeout}, tlsConf, nil
+}
+
+// Protocol is how the endpoint is spoken to: "grpc" or "http/protobuf"
+// (OTel's names, as in OTEL_EXPORTER_OTLP_PROTOCOL), or "http" for
+// Pyroscope.
+func (e *Endpoint) Protocol() string {
+	switch {
+	case e.conn != nil:
+		return "grpc"
+	case e.Kind == "otlp":
+		return "http/protobuf"
+	}
+	return "http"
+}
+
+// Close releases a gRPC endpoint's connection.
+func (e *Endpoint) Close() error {
+	if e.conn != nil {
+		return e.conn.Close()
+	}
+	return nil
 }
 
 // String is the endpoint's URL, without credentials.
@@ -117,6 +187,9 @@ type Rejected struct {
 // Send posts r. It returns nil or an *Error; for an OTLP endpoint that
 // accepted only part of the request, also what it rejected.
 func (e *Endpoint) Send(ctx context.Context, r Request) (*Rejected, error) {
+	if e.conn != nil {
+		return e.sendGRPC(ctx, r)
+	}
 	u := *e.base
 	u.Path = strings.TrimSuffix(u.Path, "/") + r.Path
 	u.RawQuery = r.Query
@@ -174,53 +247,16 @@ func firstLine(b []byte) string {
 	return strings.ToValidUTF8(s, "?")
 }
 
-// partialSuccess reads ExportProfilesServiceResponse.partial_success
-// (field 1: rejected_profiles 1, error_message 2), nil when the request
-// was accepted whole.
+// partialSuccess reads ExportProfilesServiceResponse.partial_success,
+// nil when the request was accepted whole (or the body is not a response).
 func partialSuccess(b []byte) *Rejected {
-	var ps []byte
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil
-		}
-		b = b[n:]
-		if num == 1 && typ == protowire.BytesType {
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return nil
-			}
-			ps = v
-		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return nil
-		}
-		b = b[n:]
-	}
-	r := &Rejected{}
-	for len(ps) > 0 {
-		num, typ, n := protowire.ConsumeTag(ps)
-		if n < 0 {
-			return nil
-		}
-		ps = ps[n:]
-		switch {
-		case num == 1 && typ == protowire.VarintType:
-			v, _ := protowire.ConsumeVarint(ps)
-			r.Profiles = int64(v)
-		case num == 2 && typ == protowire.BytesType:
-			v, _ := protowire.ConsumeBytes(ps)
-			r.Message = string(v)
-		}
-		n = protowire.ConsumeFieldValue(num, typ, ps)
-		if n < 0 {
-			return nil
-		}
-		ps = ps[n:]
-	}
-	if r.Profiles == 0 && r.Message == "" {
+	var resp collpb.ExportProfilesServiceResponse
+	if proto.Unmarshal(b, &resp) != nil {
 		return nil
 	}
-	return r
+	ps := resp.GetPartialSuccess()
+	if ps == nil || ps.RejectedProfiles == 0 && ps.ErrorMessage == "" {
+		return nil
+	}
+	return &Rejected{Profiles: ps.RejectedProfiles, Message: ps.ErrorMessage}
 }

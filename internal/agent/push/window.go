@@ -1,9 +1,9 @@
 // Package push turns one window of a wall-clock profile into the requests
 // the stores teams already run accept, and sends them:
 //
-//   - OTLP profiles (the official OpenTelemetry protobufs,
-//     go.opentelemetry.io/proto/otlp OTLPVersion, profiles/v1development),
-//     POSTed as protobuf to /v1development/profiles;
+//   - OTLP profiles (the official OpenTelemetry protobufs, OTLPModule at
+//     OTLPVersion, profiles/v1development), POSTed as protobuf to
+//     /v1development/profiles or sent over gRPC (ProfilesService.Export);
 //   - Pyroscope's push API (/ingest?format=pprof), a pprof body in a
 //     multipart form with its sample type configuration.
 //
@@ -20,9 +20,17 @@ import (
 	"github.com/wallprof/wallprof/internal/profile"
 )
 
-// OTLPVersion is the version of go.opentelemetry.io/proto/otlp whose
-// profiles/v1development messages OTLP requests are encoded with.
-const OTLPVersion = "v1.7.0"
+// OTLPModule, at OTLPVersion, is the Go module of the official
+// OpenTelemetry protobufs whose profiles/v1development messages OTLP
+// requests are encoded with (its collector/profiles/v1development module,
+// at the same version, has the request). CollectorRelease is the
+// OpenTelemetry Collector release that speaks the same profiles protocol
+// (its pdata uses these modules), the one the tests push to.
+const (
+	OTLPModule       = "go.opentelemetry.io/proto/slim/otlp/profiles/v1development"
+	OTLPVersion      = "v0.4.0"
+	CollectorRelease = "v0.161.0"
+)
 
 // Meta is what a window is labelled with: where its profile comes from.
 type Meta struct {
@@ -70,4 +78,5 @@ const (
 	KeyState       = "wallprof.state"
 	KeySeq         = "wallprof.window.seq"
 	KeyRecording   = "wallprof.recording.start"
+	KeyNotes       = "wallprof.notes"
 )
