@@ -30,16 +30,21 @@ const agentUsage = `Usage:
 
 Records processes continuously and pushes one wall-clock profile per
 process every --period to the profile stores teams already run:
-  --otlp URL       OpenTelemetry profiles over HTTP (protobuf, POST
-                   URL/v1development/profiles), encoded with the official
-                   protobufs go.opentelemetry.io/proto/otlp ` + push.OTLPVersion + `
-                   (profiles/v1development); the Collector's OTLP receiver
-                   takes them with --feature-gates=+service.profilesSupport
+  --otlp URL       OpenTelemetry profiles, over HTTP (protobuf, POST
+                   URL/v1development/profiles; URL is http(s)://HOST:4318)
+                   or, with --otlp-protocol grpc, over gRPC
+                   (ProfilesService.Export; URL is http(s)://HOST:4317,
+                   https for TLS), encoded with the official protobufs
+                   ` + push.OTLPModule + `
+                   ` + push.OTLPVersion + `, the profiles protocol of the OpenTelemetry
+                   Collector ` + push.CollectorRelease + `, whose OTLP receiver takes them
+                   with --feature-gates=+service.profilesSupport
   --pyroscope URL  Pyroscope's push API (URL/ingest, format=pprof)
-Both may be given. Profiles have the sample types wall, cpu and offcpu
-(nanoseconds), samples the labels thread.id, thread.name and the state, and
-the process is described by host, service, pid, name, executable, build ID
-and, in a container, its cgroup and container id.
+Both may be given. Profiles are wall time in nanoseconds (Pyroscope's also
+split into cpu and offcpu), samples have the labels thread.id, thread.name
+and the state (on-cpu, runnable, sleeping, disk, other), and the process is
+described by host, service, pid, name, executable, build ID and, in a
+container, its cgroup and container id.
 
 -p PID and --process NAME may be repeated; processes named NAME are looked
 for every window, recorded while they run. Without either, every process
@@ -53,7 +58,8 @@ jitter. SIGTERM or Ctrl-C closes the current window, pushes what it can
 within --flush-timeout, and exits 0. The agent's own CPU, memory, pushes,
 spool, drops and retries are Prometheus metrics on --metrics.
 
-The configuration file (YAML, keys named after the flags: otlp, pyroscope,
+The configuration file (YAML, keys named after the flags: otlp,
+otlp_protocol, pyroscope,
 service, host, pids, processes, period, frequency, spool, spool_max,
 metrics, ca, token_file, basic_auth: {user, password_file}) must be owned
 by the user running the agent and not writable by others; token and
@@ -80,6 +86,7 @@ type agentFlags struct {
 	period, flushTimeout           time.Duration
 	freq                           int
 	otlp, pyroscope, service, host string
+	protocol                       string
 	spool, metrics, ca             string
 	spoolMax                       int64
 	tokenFile, user, passwordFile  string
@@ -96,6 +103,7 @@ func parseAgentFlags(args []string, stdout, stderr io.Writer) (*agentFlags, int,
 	fs.DurationVar(&f.period, "period", 10*time.Second, "push one profile per process this often")
 	fs.IntVar(&f.freq, "F", collect.DefaultFreq, "sampling frequency in `Hz` of on-CPU stacks (1 to 20000)")
 	fs.StringVar(&f.otlp, "otlp", "", "push OTLP profiles to this `URL` (http:// or https://)")
+	fs.StringVar(&f.protocol, "otlp-protocol", "http/protobuf", "send OTLP over `PROTOCOL`: http/protobuf or grpc (as OTEL_EXPORTER_OTLP_PROTOCOL)")
 	fs.StringVar(&f.pyroscope, "pyroscope", "", "push to Pyroscope at this `URL`")
 	fs.StringVar(&f.service, "service", "", "the service name (default: each process's name)")
 	fs.StringVar(&f.host, "host", "", "the host name (default: this machine's)")
@@ -131,6 +139,8 @@ func parseAgentFlags(args []string, stdout, stderr io.Writer) (*agentFlags, int,
 	switch {
 	case f.otlp == "" && f.pyroscope == "":
 		return nil, fs.usageError("say where to push with --otlp URL or --pyroscope URL"), true
+	case f.protocol != "http/protobuf" && f.protocol != "grpc":
+		return nil, fs.usageError("--otlp-protocol %s: use http/protobuf or grpc", f.protocol), true
 	case f.period < time.Second:
 		return nil, fs.usageError("--period %s is too short: use 1s or more", f.period), true
 	case f.freq < 1 || f.freq > collect.MaxFreq:
@@ -153,6 +163,7 @@ func (f *agentFlags) merge(c *agent.FileConfig, fs *cmdFlags) {
 		}
 	}
 	str("otlp", &f.otlp, c.OTLP)
+	str("otlp-protocol", &f.protocol, c.Protocol)
 	str("pyroscope", &f.pyroscope, c.Pyroscope)
 	str("service", &f.service, c.Service)
 	str("host", &f.host, c.Host)
@@ -230,10 +241,16 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if e.url == "" {
 			continue
 		}
-		ep, err := push.NewEndpoint(e.kind, e.url, f.ca, auth, 30*time.Second)
+		var ep *push.Endpoint
+		if e.kind == "otlp" && f.protocol == "grpc" {
+			ep, err = push.NewGRPCEndpoint(e.url, f.ca, auth, 30*time.Second)
+		} else {
+			ep, err = push.NewEndpoint(e.kind, e.url, f.ca, auth, 30*time.Second)
+		}
 		if err != nil {
 			return fail("%v.", err)
 		}
+		defer ep.Close()
 		dir := ""
 		if f.spool != "" {
 			dir = filepath.Join(f.spool, e.kind)
@@ -246,7 +263,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			logger.Printf("%s: %d profiles left in %s by a previous run will be sent first", ep, n, dir)
 		}
 		c.Sinks = append(c.Sinks, agent.Sink{Endpoint: ep, Spool: sp})
-		logger.Printf("pushing to %s (%s)", ep, auth)
+		logger.Printf("pushing to %s (%s, %s)", ep, ep.Protocol(), auth)
 	}
 	if f.metrics != "" && f.metrics != "off" {
 		ln, err := net.Listen("tcp", f.metrics)

@@ -83,6 +83,7 @@ var usageErrors = map[string][][]string{
 		{"--otlp", "http://127.0.0.1:4318", "-p", "1", "--token-file", "t", "--user", "u"},
 		{"--otlp", "http://127.0.0.1:4318", "-p", "1", "--user", "u"},
 		{"--otlp", "http://127.0.0.1:4318", "-p", "1", "extra"},
+		{"--otlp", "http://127.0.0.1:4317", "--otlp-protocol", "http/json", "-p", "1"},
 		{"--config", "/nonexistent/agent.yaml"},
 	},
 	"latency": {

@@ -15,6 +15,7 @@ import (
 // flag of the same name, and flags given on the command line win.
 type FileConfig struct {
 	OTLP      string        `yaml:"otlp"`
+	Protocol  string        `yaml:"otlp_protocol"`
 	Pyroscope string        `yaml:"pyroscope"`
 	Service   string        `yaml:"service"`
 	Host      string        `yaml:"host"`
