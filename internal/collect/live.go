@@ -126,10 +126,15 @@ const UnseenOffCPUFunction = "[off-CPU, stack not seen yet]"
 //   - a thread's on-CPU time is spread over its timer samples of the
 //     bucket (as Build does for a whole recording), or put under
 //     UnsampledFunction when no timer caught it;
-//   - its off-CPU samples, which arrive when a wait ends and carry the
-//     whole wait, are scaled down to the time the bucket really had, and
-//     time no sample of the bucket covers goes to the stack the thread was
-//     last seen waiting in, in that state (it is most likely still there).
+//   - its off-CPU samples arrive when a wait ends and carry the whole
+//     wait; time no sample of the bucket covers goes to the stack the
+//     thread was last seen waiting in, in that state (it is most likely
+//     still there), and is remembered as carried over: when the samples
+//     of a later bucket arrive, the time carried over is taken off them
+//     first, from the largest (the wait that spanned the buckets carries
+//     it), and only then are they scaled down to the time the bucket
+//     really had. So a wait that spans buckets is not counted twice, and
+//     the short waits that follow it in its last bucket keep their time.
 //
 // So a bucket never holds more than the time its threads lived, and a
 // thread blocked for a minute shows in every bucket of that minute.
@@ -143,7 +148,11 @@ type Live struct {
 	prevT    map[uint32][profile.NumStates]uint64
 	// extra are entries made here: the unsampled and unseen ones, and the
 	// latest stack of a state applied to time no sample covers.
-	extra   map[extraKey]*aggEntry
+	extra map[extraKey]*aggEntry
+	// carried is each thread's off-CPU time, by state, that buckets gave
+	// to a stack because no sample covered it yet: the sample of the wait
+	// it belongs to, when it ends, carries it again.
+	carried map[threadState]int64
 	buckets []*bucket // oldest first
 }
 
@@ -157,7 +166,7 @@ type bucket struct {
 // startNs (Session.StartNs), sampled every periodNs, summed by a.
 func NewLive(a *Aggregator, startNs, periodNs uint64, keep int) *Live {
 	return &Live{a: a, keep: max(keep, 1), startNs: startNs, periodNs: periodNs, prev: map[*aggEntry]int64{},
-		prevT: map[uint32][profile.NumStates]uint64{}, extra: map[extraKey]*aggEntry{}}
+		prevT: map[uint32][profile.NumStates]uint64{}, extra: map[extraKey]*aggEntry{}, carried: map[threadState]int64{}}
 }
 
 // Tick closes a bucket at now, with threads the totals Session.Peek gave
@@ -196,10 +205,27 @@ func (l *Live) Tick(threads []*ThreadRecord, now uint64) {
 			k := threadState{t.TID, st}
 			want := int64(d[st])
 			es, have := gained[k], sum[k]
+			if c := l.carried[k]; c > 0 && have > 0 && st != profile.OnCPU {
+				// Earlier buckets counted part of these waits: take it
+				// off, from the largest.
+				sort.SliceStable(es, func(i, j int) bool { return b.values[es[i]] > b.values[es[j]] })
+				for _, e := range es {
+					x := min(c, b.values[e])
+					b.values[e] -= x
+					have -= x
+					c -= x
+					if c == 0 {
+						break
+					}
+				}
+				l.carried[k] = c
+			}
 			switch {
 			case have > 0 && (st == profile.OnCPU || have > want):
 				// Spread (on-CPU) or scale down (a wait that began
-				// before the bucket): the stacks' shares stay.
+				// before the bucket and was not carried, as one
+				// blocked since before the recording): the stacks'
+				// shares stay.
 				var given int64
 				big := es[0]
 				for _, e := range es {
@@ -214,6 +240,12 @@ func (l *Live) Tick(threads []*ThreadRecord, now uint64) {
 			case want > have:
 				e := l.where(t, st)
 				b.values[e] += want - have
+				if st != profile.OnCPU {
+					l.carried[k] += want - have
+				}
+			}
+			if t.Exited {
+				delete(l.carried, k) // no sample will come
 			}
 		}
 	}

@@ -110,3 +110,35 @@ func TestLiveUnsampledCPU(t *testing.T) {
 		t.Errorf("%v: want pipe_read 990ms sleeping and 6ms runnable (its latest stack)", w)
 	}
 }
+
+// TestLiveWaitAcrossBuckets: a wait that spans buckets is counted once. Its
+// first bucket gives the thread's sleep to the stack it was last seen
+// waiting in; when the wait ends, its sample carries the whole wait, and
+// the short waits after it in the same bucket keep their own time rather
+// than a share of the long wait's.
+func TestLiveWaitAcrossBuckets(t *testing.T) {
+	const ms = time.Millisecond
+	a := NewAggregator(nil)
+	k := liveKernel()
+	l := NewLive(a, 0, uint64(10*ms), 5)
+	sec := uint64(time.Second)
+	// Bucket 1: a short nanosleep (sampled), then a long one begins (it
+	// waits 1.2 s: 0.9 s in bucket 1, 0.3 s in bucket 2).
+	a.Add(liveSample(9, profile.Sleeping, 100*ms, 0xc))
+	l.Tick([]*ThreadRecord{liveThread(9, 0, 0, 1000*ms)}, sec)
+	// Bucket 2: the long wait ends (its sample: 1.2 s), then 0.7 s of
+	// short pipe_read waits.
+	a.Add(liveSample(9, profile.Sleeping, 1200*ms, 0xc))
+	for range 7 {
+		a.Add(liveSample(9, profile.Sleeping, 100*ms, 0xd))
+	}
+	l.Tick([]*ThreadRecord{liveThread(9, 0, 0, 2000*ms)}, 2*sec)
+	w := byFunc(l.Window(1, k, "app"))
+	if w["do_nanosleep"][profile.Sleeping] != 300*ms || w["pipe_read"][profile.Sleeping] != 700*ms {
+		t.Errorf("bucket 2 %v: want do_nanosleep 300ms (the end of the long wait) and pipe_read 700ms", w)
+	}
+	w = byFunc(l.Window(2, k, "app"))
+	if w["do_nanosleep"][profile.Sleeping] != 1300*ms || w["pipe_read"][profile.Sleeping] != 700*ms {
+		t.Errorf("both buckets %v: want do_nanosleep 1.3s and pipe_read 700ms", w)
+	}
+}
