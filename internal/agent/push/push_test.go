@@ -196,7 +196,7 @@ func TestAgentPyroscopePayload(t *testing.T) {
 	q, pp, cfg := parsePyroscope(t, r)
 	for k, want := range map[string]string{"format": "pprof", "spyName": "wallprof", "sampleRate": "99",
 		"from": strconv.FormatInt(w.Meta.Start.UnixNano(), 10), "until": strconv.FormatInt(w.Meta.End.UnixNano(), 10),
-		"name": "checkout{service_name=checkout,hostname=host1,pid=100,process=api,container_id=" + w.Meta.ContainerID + "}"} {
+		"name": "checkout{container_id=" + w.Meta.ContainerID + ",hostname=host1,pid=100,process=api,service_name=checkout}"} {
 		if q.Get(k) != want {
 			t.Errorf("%s = %q, want %q", k, q.Get(k), want)
 		}

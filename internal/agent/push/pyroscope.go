@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/grafana/pyroscope-go/upstream"
+
 	"github.com/wallprof/wallprof/internal/present"
 	"github.com/wallprof/wallprof/internal/profile"
 )
@@ -33,20 +35,11 @@ const OtherFunction = "[other]"
 // stacks it stands for.
 const LabelMerged = "merged_stacks"
 
-// SampleType is one entry of Pyroscope's sample_type_config, as the
-// Pyroscope clients write it.
-type SampleType struct {
-	Units       string `json:"units,omitempty"`
-	Aggregation string `json:"aggregation,omitempty"`
-	DisplayName string `json:"display-name,omitempty"`
-	Sampled     bool   `json:"sampled,omitempty"`
-	Cumulative  bool   `json:"cumulative,omitempty"`
-}
-
 // PyroscopeSampleTypes tell Pyroscope how to read wallprof's sample types:
 // each is a sum of nanoseconds over the window (not a running total), and
-// it shows them as wall, cpu and off_cpu.
-var PyroscopeSampleTypes = map[string]SampleType{
+// it shows them as wall, cpu and off_cpu. The type is the one of
+// Pyroscope's own Go client (its sample_type_config entries).
+var PyroscopeSampleTypes = map[string]*upstream.SampleType{
 	"wall":   {Units: "nanoseconds", Aggregation: "sum", DisplayName: "wall"},
 	"cpu":    {Units: "nanoseconds", Aggregation: "sum", DisplayName: "cpu"},
 	"offcpu": {Units: "nanoseconds", Aggregation: "sum", DisplayName: "off_cpu"},
@@ -147,7 +140,9 @@ func EncodePyroscope(w *Window, lim Limits) (*PyroscopeRequest, error) {
 	return &PyroscopeRequest{Query: q.Encode(), ContentType: mw.FormDataContentType(), Body: body.Bytes(), Merged: merged}, nil
 }
 
-// PyroscopeName is the application name with its labels.
+// PyroscopeName is the application name with its labels, label names
+// sorted, as Pyroscope's Go client writes it: "SERVICE{container_id=…,
+// hostname=…,pid=…,process=…,service_name=…}".
 func PyroscopeName(m Meta) string {
 	service := m.Service
 	if service == "" {
@@ -157,6 +152,7 @@ func PyroscopeName(m Meta) string {
 	if m.ContainerID != "" {
 		labels = append(labels, [2]string{"container_id", m.ContainerID})
 	}
+	sort.Slice(labels, func(i, j int) bool { return labels[i][0] < labels[j][0] })
 	var b strings.Builder
 	b.WriteString(labelValue(service))
 	b.WriteString("{")
