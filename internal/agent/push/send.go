@@ -17,6 +17,7 @@ import (
 	"time"
 
 	collpb "go.opentelemetry.io/proto/slim/otlp/collector/profiles/v1development"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -230,7 +231,16 @@ func (e *Endpoint) Send(ctx context.Context, r Request) (*Rejected, error) {
 		}
 	}
 	pe.msg = fmt.Sprintf("push to %s: %s", e, resp.Status)
-	if msg := firstLine(body); msg != "" && resp.Header.Get("Content-Type") != OTLPContentType {
+	msg := firstLine(body)
+	if resp.Header.Get("Content-Type") == OTLPContentType {
+		// OTLP/HTTP errors are a google.rpc.Status.
+		var st spb.Status
+		msg = ""
+		if proto.Unmarshal(body, &st) == nil {
+			msg = firstLine([]byte(st.GetMessage()))
+		}
+	}
+	if msg != "" {
 		pe.msg += ": " + msg
 	}
 	return nil, pe
