@@ -20,8 +20,10 @@ demo: wallprof examples/demo/demo
 # One package at a time: the accuracy tests compare recorded time with what
 # the workloads measure themselves, and the packages that build programs with
 # several Go toolchains would otherwise compete with them for the 2 CPUs.
+# cmd/wallprof's tests record for minutes (the agent's against a real
+# Collector alone take 80 s): past go test's default 10 min per package.
 test:
-	$(GO) test -p 1 ./...
+	$(GO) test -p 1 -timeout 30m ./...
 	@# The switch-time accounting, which kernels before 6.16 or without
 	@# schedstat get, against the ground truth as well (where the kernel has
 	@# sched_exit_tp the run above checked the accounting at resumption).
