@@ -25,7 +25,8 @@ import (
 // requests are encoded with (its collector/profiles/v1development module,
 // at the same version, has the request). CollectorRelease is the
 // OpenTelemetry Collector release that speaks the same profiles protocol
-// (its pdata uses these modules), the one the tests push to.
+// (its pdata/pprofile pins these modules and tests its own encoding
+// against them), the one the tests push to.
 const (
 	OTLPModule       = "go.opentelemetry.io/proto/slim/otlp/profiles/v1development"
 	OTLPVersion      = "v0.4.0"
