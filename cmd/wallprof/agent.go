@@ -59,11 +59,11 @@ within --flush-timeout, and exits 0. The agent's own CPU, memory, pushes,
 spool, drops and retries are Prometheus metrics on --metrics.
 
 The configuration file (YAML, keys named after the flags: otlp,
-otlp_protocol, pyroscope,
-service, host, pids, processes, period, frequency, spool, spool_max,
-metrics, ca, token_file, basic_auth: {user, password_file}) must be owned
-by the user running the agent and not writable by others; token and
-password files not readable by others either. Flags win over the file.
+otlp_protocol, pyroscope, service, host, pids, processes, period,
+frequency, spool, spool_max, metrics, ca, token_file, basic_auth: {user,
+password_file}) must be owned by the user running the agent and not
+writable by others; token and password files not readable by others
+either. Flags win over the file.
 
 Needs root, or CAP_BPF and CAP_PERFMON, and a kernel (5.18+) with BTF.
 
