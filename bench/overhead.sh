@@ -12,11 +12,13 @@
 # wallprof-99-nostats,perf-99,perf-999,timer-999,perf-sched,bpftrace, and the
 # wallprof-base-99 and -nostats when WALLPROF_BASE is set; the others run when named),
 # WORKLOADS
-# (pingpong-pinned,pingpong,cpubound; also stockfish, Debian's, timed by
+# (pingpong-pinned,pingpong,cpubound; also flood (two ping-pong pairs and a
+# thread spawner: ~1M switches/s, tens of thousands of threads/s), stockfish, Debian's, timed by
 # bench/cmd/timeit; NAME-pin2 runs the workload on CPU 0 and the profiler
 # on CPU 1; NAME-pinned runs the whole command
 # under taskset -c 0, NAME-pinw only the workload), PINGPONG_ITERS (100000),
-# PINGPONG_PINNED_ITERS (1000000), CPUBOUND_ITERS (1000000000), COUNT (a perf
+# PINGPONG_PINNED_ITERS (1000000), CPUBOUND_ITERS (1000000000), FLOOD_ITERS
+# (400000), COUNT (a perf
 # event, e.g. instructions, counted over every run with perf stat), OUT (a new
 # temp dir).
 set -euo pipefail
@@ -39,6 +41,7 @@ mkdir -p "$bin"
 cflags=(-O2 -g -fno-omit-frame-pointer)
 gcc "${cflags[@]}" -pthread -o "$bin/pingpong" testdata/workloads/pingpong/pingpong.c
 gcc "${cflags[@]}" -o "$bin/cpubound" testdata/workloads/cpubound/cpubound.c
+gcc "${cflags[@]}" -pthread -o "$bin/flood" testdata/workloads/flood/flood.c
 
 # wallprof is needed only by the wallprof-* configurations.
 configs=${CONFIGS:-default}

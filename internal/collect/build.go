@@ -54,6 +54,11 @@ type Aggregator struct {
 	OnProcess  func(pid uint32, r ProcessResolver)
 	unwind     UnwindCounts
 	entryCache map[pidAddr]bool // threadEntry's answers
+	// byTID are the entries of each thread, for Fold; dead counts the
+	// entries Fold merged into others, still in order until compacted.
+	byTID map[uint32][]*aggEntry
+	dead  int
+	live  *Live // told of the entries and threads Fold merges
 }
 
 // UnwindCounts are the samples whose user stack the in-kernel unwinder
@@ -167,9 +172,11 @@ type aggEntry struct {
 	comm         string
 	goid         uint64 // RawSample.GoID
 	state        profile.State
+	stack        uint32 // the interned stack's number
 	kernel, user []uint64
 	value        int64
 	unsampled    bool // on-CPU time of a thread that no timer sample caught
+	dead         bool // merged into another entry by Fold
 }
 
 // NewAggregator returns an aggregator that creates a resolver for each
@@ -188,6 +195,7 @@ func NewAggregator(newResolver func(pid int) (ProcessResolver, error)) *Aggregat
 		cpuNominal:  map[uint32]int64{},
 		last:        map[threadState]*aggEntry{},
 		lastAny:     map[uint32]*aggEntry{},
+		byTID:       map[uint32][]*aggEntry{},
 	}
 }
 
@@ -278,15 +286,8 @@ func (a *Aggregator) add(s *RawSample, st profile.State, kernel, user []uint64, 
 		stack = &aggStack{id: uint32(len(a.stacks)), kernel: both[:len(kernel):len(kernel)], user: both[len(kernel):]}
 		a.stacks[string(sk)] = stack
 	}
-	k := a.key[:0]
-	k = binary.LittleEndian.AppendUint32(k, s.PID)
-	k = binary.LittleEndian.AppendUint32(k, s.TID)
-	k = append(k, byte(st))
-	k = binary.LittleEndian.AppendUint32(k, stack.id)
-	k = binary.LittleEndian.AppendUint64(k, s.GoID)
-	k = append(k, s.Comm...)
-	a.key = k
-	e, ok := a.entries[string(k)]
+	a.key = entryKey(a.key[:0], s.PID, s.TID, st, stack.id, s.GoID, s.Comm)
+	e, ok := a.entries[string(a.key)]
 	if ok {
 		e.value += w
 	} else {
@@ -295,16 +296,101 @@ func (a *Aggregator) add(s *RawSample, st profile.State, kernel, user []uint64, 
 			comm = s.Comm
 			a.comms[comm] = comm
 		}
-		e = &aggEntry{pid: s.PID, tid: s.TID, comm: comm, goid: s.GoID, state: st,
+		e = &aggEntry{pid: s.PID, tid: s.TID, comm: comm, goid: s.GoID, state: st, stack: stack.id,
 			kernel: stack.kernel, user: stack.user, value: w}
-		a.entries[string(k)] = e
+		a.entries[string(a.key)] = e
 		a.order = append(a.order, e)
+		a.byTID[s.TID] = append(a.byTID[s.TID], e)
 	}
 	if st == profile.OnCPU {
 		a.cpuNominal[s.TID] += w
 	}
 	a.last[threadState{s.TID, st}] = e
 	a.lastAny[s.TID] = e
+}
+
+// entryKey appends the key of an entry to k.
+func entryKey(k []byte, pid, tid uint32, st profile.State, stack uint32, goid uint64, comm string) []byte {
+	k = binary.LittleEndian.AppendUint32(k, pid)
+	k = binary.LittleEndian.AppendUint32(k, tid)
+	k = append(k, byte(st))
+	k = binary.LittleEndian.AppendUint32(k, stack)
+	k = binary.LittleEndian.AppendUint64(k, goid)
+	return append(k, comm...)
+}
+
+// Fold moves the samples of thread tid of process pid, which exited, to
+// thread into (its process's record of exited threads: Session.OnFold),
+// adding them to the samples already there with the same state and stack,
+// so that a program that keeps starting threads costs memory by distinct
+// stack, not by thread.
+func (a *Aggregator) Fold(pid, tid, into uint32) {
+	moved := map[*aggEntry]*aggEntry{}
+	var keep []*aggEntry // another process's thread that had the id
+	for _, e := range a.byTID[tid] {
+		if e.dead {
+			continue
+		}
+		if e.pid != pid {
+			keep = append(keep, e)
+			continue
+		}
+		delete(a.entries, string(entryKey(a.key[:0], e.pid, e.tid, e.state, e.stack, e.goid, e.comm)))
+		a.key = entryKey(a.key[:0], e.pid, into, e.state, e.stack, e.goid, e.comm)
+		if d := a.entries[string(a.key)]; d != nil {
+			d.value += e.value
+			e.dead = true
+			a.dead++
+			moved[e] = d
+			if a.live != nil {
+				a.live.merged(e, d)
+			}
+			continue
+		}
+		e.tid = into
+		a.entries[string(a.key)] = e
+		a.byTID[into] = append(a.byTID[into], e)
+		moved[e] = e
+	}
+	if len(keep) > 0 {
+		a.byTID[tid] = keep
+	} else {
+		delete(a.byTID, tid)
+	}
+	for st := range profile.NumStates {
+		if e, ok := a.last[threadState{tid, st}]; ok && moved[e] != nil {
+			delete(a.last, threadState{tid, st})
+			a.last[threadState{into, st}] = moved[e]
+		}
+	}
+	if e, ok := a.lastAny[tid]; ok && moved[e] != nil {
+		delete(a.lastAny, tid)
+		a.lastAny[into] = moved[e]
+	}
+	if len(keep) == 0 {
+		// The counts by thread id are the thread's (none of another
+		// process's thread that had the id is left).
+		a.perThread[into] += a.perThread[tid]
+		a.cpuSamples[into] += a.cpuSamples[tid]
+		a.cpuNominal[into] += a.cpuNominal[tid]
+		delete(a.perThread, tid)
+		delete(a.cpuSamples, tid)
+		delete(a.cpuNominal, tid)
+		delete(a.comm, tid)
+		if a.live != nil {
+			a.live.folded(tid, into)
+		}
+	}
+	if a.dead > 1024 && a.dead > len(a.order)/2 {
+		live := a.order[:0]
+		for _, e := range a.order {
+			if !e.dead {
+				live = append(live, e)
+			}
+		}
+		clear(a.order[len(live):])
+		a.order, a.dead = live, 0
+	}
 }
 
 // UnsampledFunction names the frame that stands for on-CPU time of a thread
@@ -338,7 +424,7 @@ func (a *Aggregator) CPUScale(res *Result) CPUScale {
 func (a *Aggregator) spreadCPU(res *Result) {
 	byThread := map[uint32][]*aggEntry{}
 	for _, e := range a.order {
-		if e.state == profile.OnCPU && !e.unsampled {
+		if e.state == profile.OnCPU && !e.unsampled && !e.dead {
 			byThread[e.tid] = append(byThread[e.tid], e)
 		}
 	}
@@ -373,7 +459,7 @@ func (a *Aggregator) spreadCPU(res *Result) {
 // (threads without one keep their nominal weights).
 func (a *Aggregator) scaleCPU(s CPUScale) {
 	for _, e := range a.order {
-		if f, ok := s[e.tid]; ok && e.state == profile.OnCPU && !e.unsampled {
+		if f, ok := s[e.tid]; ok && e.state == profile.OnCPU && !e.unsampled && !e.dead {
 			e.value = int64(float64(e.value) * f)
 		}
 	}
@@ -444,7 +530,9 @@ func buildEntries(res *Result, a *Aggregator, entries []*aggEntry, kernel Kernel
 	}
 	b := &builder{p: p, a: a, kernel: kernel, locs: map[locKey]*profile.Location{}, maps: map[*profile.Mapping]*profile.Mapping{}}
 	for _, e := range entries {
-		p.Samples = append(p.Samples, b.sample(e))
+		if !e.dead {
+			p.Samples = append(p.Samples, b.sample(e))
+		}
 	}
 	for _, t := range res.Threads {
 		p.Threads = append(p.Threads, b.thread(res, t))

@@ -309,6 +309,9 @@ type entryView struct {
 func view(a *Aggregator) []entryView {
 	var out []entryView
 	for _, e := range a.order {
+		if e.dead {
+			continue
+		}
 		out = append(out, entryView{e.pid, e.tid, e.comm, e.state,
 			fmt.Sprintf("%x", e.kernel), fmt.Sprintf("%x", e.user), e.value})
 	}
@@ -321,8 +324,8 @@ func checkEntries(t *testing.T, a *Aggregator, want []entryView) {
 	if !slices.Equal(got, want) {
 		t.Errorf("entries:\n%s\nwant:\n%s", fmtEntries(got), fmtEntries(want))
 	}
-	if len(a.entries) != len(a.order) {
-		t.Errorf("%d entries in the map, %d in order", len(a.entries), len(a.order))
+	if len(a.entries) != len(a.order)-a.dead {
+		t.Errorf("%d entries in the map, %d in order (%d merged away)", len(a.entries), len(a.order), a.dead)
 	}
 }
 

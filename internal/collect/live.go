@@ -26,10 +26,7 @@ func (s *Session) Peek() ([]*ThreadRecord, uint64, error) {
 	}
 	now := linux.Monotonic()
 	s.mu.Lock()
-	exits := make([]*ThreadExit, 0, len(s.exits))
-	for _, e := range s.exits {
-		exits = append(exits, e)
-	}
+	exits := s.exits.list()
 	s.mu.Unlock()
 	out := make([]*ThreadRecord, 0, len(live)+len(exits))
 	for tid, st := range live {
@@ -43,12 +40,18 @@ func (s *Session) Peek() ([]*ThreadRecord, uint64, error) {
 		}
 		out = append(out, &ThreadRecord{PID: st.PID, TID: tid, Name: s.threadName(st.PID, tid), FirstNs: st.FirstTS, EndNs: now, Time: st.Time})
 	}
+	byID := map[pidTID]*ThreadRecord{}
+	for _, r := range out {
+		byID[pidTID{r.PID, r.TID}] = r
+	}
 	for _, e := range exits {
-		if _, ok := live[e.TID]; ok && !live[e.TID].Exited {
-			continue // a new thread with a recycled id
+		if r := byID[pidTID{e.PID, e.TID}]; r != nil {
+			// A new thread with a recycled id: the exited threads' times
+			// are counted under the id, as their samples are.
+			r.addTimes(e)
+			continue
 		}
-		out = append(out, &ThreadRecord{PID: e.PID, TID: e.TID, Name: e.Comm, FirstNs: e.State.FirstTS,
-			EndNs: e.TS, Exited: true, Time: e.State.Time})
+		out = append(out, e.record())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].TID < out[j].TID })
 	return out, now, nil
@@ -165,8 +168,39 @@ type bucket struct {
 // NewLive keeps the last keep buckets of a recording that started at
 // startNs (Session.StartNs), sampled every periodNs, summed by a.
 func NewLive(a *Aggregator, startNs, periodNs uint64, keep int) *Live {
-	return &Live{a: a, keep: max(keep, 1), startNs: startNs, periodNs: periodNs, prev: map[*aggEntry]int64{},
+	l := &Live{a: a, keep: max(keep, 1), startNs: startNs, periodNs: periodNs, prev: map[*aggEntry]int64{},
 		prevT: map[uint32][profile.NumStates]uint64{}, extra: map[extraKey]*aggEntry{}, carried: map[threadState]int64{}}
+	a.live = l
+	return l
+}
+
+// merged is told that Aggregator.Fold added entry src to dst: what src
+// had at the last tick is dst's too, not a gain.
+func (l *Live) merged(src, dst *aggEntry) {
+	l.prev[dst] += l.prev[src]
+	delete(l.prev, src)
+}
+
+// folded is told that thread tid's record and samples went to thread
+// into: its totals at the last tick, and the time of its waits that
+// buckets gave a stack already, are into's too.
+func (l *Live) folded(tid, into uint32) {
+	for st := range profile.NumStates {
+		if c, ok := l.carried[threadState{tid, st}]; ok {
+			l.carried[threadState{into, st}] += c
+			delete(l.carried, threadState{tid, st})
+		}
+	}
+	p, ok := l.prevT[tid]
+	if !ok {
+		return
+	}
+	q := l.prevT[into]
+	for i := range q {
+		q[i] += p[i]
+	}
+	l.prevT[into] = q
+	delete(l.prevT, tid)
 }
 
 // Tick closes a bucket at now, with threads the totals Session.Peek gave
@@ -180,6 +214,9 @@ func (l *Live) Tick(threads []*ThreadRecord, now uint64) {
 	gained := map[threadState][]*aggEntry{}
 	sum := map[threadState]int64{}
 	for _, e := range l.a.order {
+		if e.dead {
+			continue // Fold added it to another entry
+		}
 		d := e.value - l.prev[e]
 		if d <= 0 {
 			continue
@@ -398,7 +435,7 @@ func (l *Live) window(n, pid int, stacks bool) (*Result, []*aggEntry) {
 	for _, e := range order {
 		if v := sums[e]; v > 0 {
 			c := *e
-			c.value = v
+			c.value, c.dead = v, false // what it gained then, before any Fold
 			entries = append(entries, &c)
 		}
 	}

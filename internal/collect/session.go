@@ -52,6 +52,7 @@ type Session struct {
 	wallStart time.Time
 	poll      atomic.Int64 // ring-buffer read interval (time.Duration)
 	onExec    func(pid uint32)
+	onFold    func(pid, tid, into uint32)
 	resume    bool          // accounting at each thread's resumption (Attachment.Resume)
 	cpuOpen   time.Duration // CPU time when Open began
 	cpuStart  time.Duration // CPU time when recording began (probes attached)
@@ -67,7 +68,7 @@ type Session struct {
 	names        map[uint32]string // thread names Peek read, by thread id
 	drainMu      sync.Mutex
 	drainWaiters []chan struct{}
-	exits        map[uint32]*ThreadExit
+	exits        exitTable
 	samples      atomic.Uint64
 	decodeErrs   atomic.Uint64
 	firstDecErr  error
@@ -88,7 +89,7 @@ func Open(plan Plan) (*Session, error) {
 		plan:     plan,
 		done:     make(chan struct{}),
 		finished: make(chan struct{}),
-		exits:    map[uint32]*ThreadExit{},
+		exits:    newExitTable(MaxExitRecords),
 	}
 	s.cpuOpen = linux.CPUTime()
 	if err := s.load(); err != nil {
@@ -309,6 +310,12 @@ func (s *Session) attachExec() {
 	s.objs.optional = append(s.objs.optional, p)
 }
 
+// OnFold sets the function Run calls, on its goroutine, when an exited
+// thread's record is folded into its process's record of exited threads
+// (past MaxExitRecords): the samples of thread tid of process pid are to
+// be counted under thread into from then on.
+func (s *Session) OnFold(f func(pid, tid, into uint32)) { s.onFold = f }
+
 // OnExec sets the function Run calls, on its goroutine, with each target
 // process that exec'ed a program (when following forks), before the
 // program's samples are passed to the sink. Call it before Run.
@@ -516,8 +523,11 @@ func (s *Session) Run(sink func(*RawSample)) {
 			}
 		case *ThreadExit:
 			s.mu.Lock()
-			s.exits[ev.TID] = ev
+			into, folded := s.exits.add(ev, s.onFold != nil)
 			s.mu.Unlock()
+			if folded {
+				s.onFold(ev.PID, ev.TID, into)
+			}
 		case ProcessExec:
 			if s.onExec != nil {
 				s.onExec(uint32(ev))

@@ -39,7 +39,12 @@ type Result struct {
 	WallStart      time.Time
 	PeriodNs       uint64
 	Threads        []*ThreadRecord
-	Lost           map[string]uint64
+	// ReusedThreadIDs counts the exited threads whose id an earlier
+	// thread of their process had had: their times were added to that
+	// id's record. FoldedThreads counts those folded into their process's
+	// record of exited threads (exitTable).
+	ReusedThreadIDs, FoldedThreads int
+	Lost                           map[string]uint64
 	// RecoveredSwitchIns counts switches to a target thread that the
 	// kernel did not report (seen on some 6.18 VMs) and that were taken
 	// when the thread ran, at sched_exit_tp: nothing was lost.
@@ -101,13 +106,21 @@ func (s *Session) Stop() (*Result, error) {
 		res.Threads = append(res.Threads, rec)
 		live[tid] = st
 	}
-	for _, e := range exits {
-		res.addRemainders(e.PID, e.TID, &e.State, true)
-		res.Threads = append(res.Threads, &ThreadRecord{
-			PID: e.PID, TID: e.TID, Name: e.Comm, FirstNs: e.State.FirstTS,
-			EndNs: e.TS, Exited: true, Time: e.State.Time,
-		})
+	byID := map[pidTID]*ThreadRecord{}
+	for _, r := range res.Threads {
+		byID[pidTID{r.PID, r.TID}] = r
 	}
+	for _, e := range exits.list() {
+		res.addRemainders(e.PID, e.TID, &e.State, true)
+		if r := byID[pidTID{e.PID, e.TID}]; r != nil {
+			// A live thread with the id of threads that exited: one
+			// record, as their samples are counted under one id.
+			r.addTimes(e)
+			continue
+		}
+		res.Threads = append(res.Threads, e.record())
+	}
+	res.ReusedThreadIDs, res.FoldedThreads = exits.reused, exits.folded
 	// The end-of-recording samples carry what each thread accumulated since
 	// its last sample, including the interval still open at the end.
 	seen := map[uint32]bool{}

@@ -19,13 +19,14 @@ var cFlags = map[string][]string{
 	"cgt":      {"-O1", "-g", "-fno-omit-frame-pointer", "-pthread"},
 	"pingpong": {"-O2", "-g", "-fno-omit-frame-pointer", "-pthread"},
 	"cpubound": {"-O2", "-g", "-fno-omit-frame-pointer"},
+	"flood":    {"-O2", "-g", "-fno-omit-frame-pointer", "-pthread"},
 	// Without frame pointers, as distributions build: for the in-kernel
 	// unwinder.
 	"nofp": {"-O2", "-g", "-fomit-frame-pointer", "-pthread"},
 }
 
-// Build compiles the workload name ("cgt", "pingpong", "cpubound", "nofp"
-// or "gogt") and returns the path of its binary.
+// Build compiles the workload name ("cgt", "pingpong", "cpubound", "flood",
+// "nofp" or "gogt") and returns the path of its binary.
 //
 // Binaries are cached in a directory under os.TempDir() named by a hash of
 // the sources, the flags and the compiler version, so every test of a run

@@ -89,6 +89,7 @@ type session interface {
 	TrackUnwindLater(pid uint32, src collect.UnwindSource)
 	UnwindStats() (collect.UnwindStats, bool)
 	OnExec(f func(pid uint32))
+	OnFold(f func(pid, tid, into uint32))
 }
 
 // goSampler is what a Recording needs of the goroutine view.
@@ -257,6 +258,7 @@ func start(pids []int, o Options, d deps) (*Recording, error) {
 		s.SetReadInterval(commandReadInterval)
 		s.OnExec(r.onExec)
 	}
+	s.OnFold(r.onFold)
 	// The kernel's symbols while the recording's BPF programs are loaded:
 	// a timer's sample can land in one (the scheduler hook), and the kernel
 	// lists them only while they exist.
@@ -380,6 +382,19 @@ func (r *Recording) newAggregator() *collect.Aggregator {
 	return collect.NewAggregator(func(pid int) (collect.ProcessResolver, error) {
 		return r.cache.NewProcess(pid)
 	})
+}
+
+// onFold moves the samples of an exited thread to its process's record of
+// exited threads (collect.Session.OnFold), on the reader's goroutine.
+func (r *Recording) onFold(pid, tid, into uint32) {
+	if r.live != nil {
+		r.aggMu.Lock()
+		defer r.aggMu.Unlock()
+	}
+	r.agg.Fold(pid, tid, into)
+	if tap := r.gotap.Load(); tap != nil {
+		tap.agg.Fold(pid, tid, into)
+	}
 }
 
 // add takes one sample from the session.
@@ -629,6 +644,12 @@ func (r *Recording) Profile() (*profile.Profile, error) {
 		r.Note("the kernel switched a recorded thread out and back in %s without counting it; each interval was closed when the thread resumed (sched_exit_tp), with its exact CPU time and its stack, its off-CPU time counted sleeping", times)
 	} else if n > 0 {
 		r.Note("the kernel did not report %d switches to a recorded thread; each was taken when the thread ran (sched_exit_tp), with exact times and its stack, so nothing is lost", n)
+	}
+	if n := res.ReusedThreadIDs; n > 0 {
+		r.Note("%d threads that exited had the id of an earlier thread of their process (the kernel reuses ids: pid_max); each id's times and samples are those of all the threads that had it", n)
+	}
+	if n := res.FoldedThreads; n > 0 {
+		r.Note("%d threads that exited after the first %d are counted together, per process and name, as threads named %q: their times and stacks are whole, their ids not kept", n, collect.MaxExitRecords, collect.FoldedThreadsName+"NAME")
 	}
 	// Each thread's on-CPU samples weigh its exact CPU time over its
 	// sample count, in the whole recording and in the goroutine view's

@@ -123,12 +123,13 @@ func (s *fakeSession) SeedAll() error {
 	return s.w.seedErr
 }
 
-func (s *fakeSession) SetReadInterval(time.Duration) { s.w.record("read-interval") }
-func (s *fakeSession) OnExec(func(uint32))           {}
-func (s *fakeSession) Counts() (uint64, uint64)      { return 0, 0 }
-func (s *fakeSession) Close()                        { s.w.record("close") }
-func (s *fakeSession) StartNs() uint64               { return 0 }
-func (s *fakeSession) Drain()                        { s.w.record("drain") }
+func (s *fakeSession) SetReadInterval(time.Duration)      { s.w.record("read-interval") }
+func (s *fakeSession) OnExec(func(uint32))                {}
+func (s *fakeSession) OnFold(func(pid, tid, into uint32)) {}
+func (s *fakeSession) Counts() (uint64, uint64)           { return 0, 0 }
+func (s *fakeSession) Close()                             { s.w.record("close") }
+func (s *fakeSession) StartNs() uint64                    { return 0 }
+func (s *fakeSession) Drain()                             { s.w.record("drain") }
 func (s *fakeSession) TrackUnwind(pid uint32, _ collect.UnwindSource) {
 	s.w.record(fmt.Sprintf("unwind %d", pid))
 }

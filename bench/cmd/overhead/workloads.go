@@ -24,7 +24,7 @@ const (
 // workload is one variant of a bench workload: NAME, NAME-pinned or NAME-pinw.
 type workload struct {
 	Label string // as given in WORKLOADS, used in the tables
-	Bin   string // pingpong or cpubound: the binary and its report prefix
+	Bin   string // pingpong, cpubound or flood: the binary and its report prefix
 	Iters int
 	Work  int // pingpong --work: computation per hop, to lower the switch rate
 	Pin   pinMode
@@ -47,7 +47,7 @@ const (
 
 // iterDefaults are the default sizes; pinned ping-pong runs ~10x faster than
 // unpinned (no wake-ups onto an idle vCPU), so it gets more round trips.
-type iterDefaults struct{ pingpong, pingpongPinned, cpubound int }
+type iterDefaults struct{ pingpong, pingpongPinned, cpubound, flood int }
 
 func parseWorkload(label string, d iterDefaults) (workload, error) {
 	w := workload{Label: label, Bin: label}
@@ -71,8 +71,10 @@ func parseWorkload(label string, d iterDefaults) (workload, error) {
 		w.Iters = d.pingpongPinned
 	case w.Bin == "cpubound":
 		w.Iters = d.cpubound
+	case w.Bin == "flood":
+		w.Iters = d.flood
 	default:
-		return w, fmt.Errorf("unknown workload %q (known: pingpong, pingpong150k, cpubound, stockfish, each also as NAME-pinned, NAME-pinw or NAME-pin2)", label)
+		return w, fmt.Errorf("unknown workload %q (known: pingpong, pingpong150k, cpubound, flood, stockfish, each also as NAME-pinned, NAME-pinw or NAME-pin2)", label)
 	}
 	return w, nil
 }
