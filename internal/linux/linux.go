@@ -426,3 +426,6 @@ func FileOwner(info os.FileInfo) (int, bool) {
 	}
 	return int(st.Uid), true
 }
+
+// Terminate asks process p to end (SIGTERM), as a service manager does.
+func Terminate(p *os.Process) error { return p.Signal(unix.SIGTERM) }

@@ -17,12 +17,13 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile"
+
+	"github.com/wallprof/wallprof/internal/linux"
 )
 
 var (
@@ -178,7 +179,7 @@ func (c *Collector) Stop() {
 	if c.cmd == nil {
 		return
 	}
-	c.cmd.Process.Signal(syscall.SIGTERM)
+	_ = linux.Terminate(c.cmd.Process)
 	select {
 	case <-c.exited:
 	case <-time.After(20 * time.Second):
