@@ -45,7 +45,7 @@ gcc "${cflags[@]}" -pthread -o "$bin/flood" testdata/workloads/flood/flood.c
 
 # wallprof is needed only by the wallprof-* configurations.
 configs=${CONFIGS:-default}
-if [[ $configs == default || $configs == *wallprof* || $configs == *attach* || $configs == *top* ]]; then
+if [[ $configs == default || $configs == *wallprof* || $configs == *attach* || $configs == *top* || $configs == *agent* ]]; then
 	if ! go build -o "$bin/wallprof" ./cmd/wallprof 2>"$bin/wallprof-build.log"; then
 		cat "$bin/wallprof-build.log" >&2
 		die "wallprof does not build (see above; cmd/wallprof may not exist yet).

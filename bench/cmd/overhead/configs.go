@@ -95,6 +95,7 @@ var allConfigs = []config{
 	// against record attached the same way, at the same rate.
 	{Name: "attach-99", Wrap: attached("record", "attach-99"), Wallprof: true, Optional: true},
 	{Name: "top-99", Wrap: attached("top", "top-99"), Wallprof: true, Optional: true},
+	{Name: "agent-99", Wrap: attached("agent", "agent-99"), Wallprof: true, Optional: true},
 	{Name: "perf-99", Wrap: func(e *env, argv []string) []string {
 		return append([]string{e.Perf, "record", "-g", "-F", "99", "-o", e.out("perf.data"), "--"}, argv...)
 	}},
