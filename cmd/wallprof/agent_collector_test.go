@@ -71,17 +71,7 @@ func agentCollectorRun(t *testing.T, protocol string, seconds int, outage time.D
 	if err := work.Wait(); err != nil {
 		t.Fatalf("cgt: %v", err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- ag.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("wallprof agent: %v\n%s", err, stderr.String())
-		}
-	case <-time.After(90 * time.Second):
-		t.Fatalf("the agent did not stop after its process exited:\n%s", stderr.String())
-	}
-	t.Log(stderr.String())
+	waitAgent(t, ag, &stderr, 90*time.Second)
 	col.Stop() // its file exporter flushes
 	if outage > 0 && !strings.Contains(stderr.String(), "retrying with backoff") {
 		t.Error("the agent never retried: the outage did not happen during the run")

@@ -95,17 +95,7 @@ func TestAgentOTLPGroundTruth(t *testing.T) {
 	if err := work.Wait(); err != nil {
 		t.Fatalf("cgt: %v", err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- ag.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("wallprof agent: %v\n%s", err, stderr.String())
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("the agent did not stop after its process exited:\n%s", stderr.String())
-	}
-	t.Log(stderr.String())
+	waitAgent(t, ag, &stderr, 60*time.Second)
 	truth, err := groundtruth.ReadTruth(truthPath)
 	if err != nil {
 		t.Fatal(err)
@@ -225,4 +215,21 @@ func TestAgentSystemWide(t *testing.T) {
 			t.Errorf("thread %d (%s): the windows add up to %v, the workload measured %v: off by more than 2%%", tt.TID, tt.Name, got, want)
 		}
 	}
+}
+
+// waitAgent waits for the agent, which stops once its processes exited,
+// and logs what it said.
+func waitAgent(t *testing.T, ag *exec.Cmd, stderr *bytes.Buffer, limit time.Duration) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- ag.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("wallprof agent: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(limit):
+		t.Fatalf("the agent did not stop after its process exited:\n%s", stderr.String())
+	}
+	t.Log(stderr.String())
 }

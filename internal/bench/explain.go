@@ -75,11 +75,8 @@ func Explain(ctx context.Context, base, head Binary, s Series, iters int, dir st
 	return ex, nil
 }
 
-var fileSafe = regexp.MustCompile(`[^A-Za-z0-9_.=-]+`)
-
-// flatByFunction sums the sample type typ of the profile at path by the
-// function of each sample's leaf (see Explain), divided by ops.
-func flatByFunction(path, typ string, ops float64) (map[string]float64, error) {
+// readPprof reads the pprof profile at path.
+func readPprof(path string) (*profile.Profile, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -88,6 +85,18 @@ func flatByFunction(path, typ string, ops float64) (map[string]float64, error) {
 	p, err := profile.Parse(f)
 	if err != nil {
 		return nil, fmt.Errorf("read profile %s: %w", path, err)
+	}
+	return p, nil
+}
+
+var fileSafe = regexp.MustCompile(`[^A-Za-z0-9_.=-]+`)
+
+// flatByFunction sums the sample type typ of the profile at path by the
+// function of each sample's leaf (see Explain), divided by ops.
+func flatByFunction(path, typ string, ops float64) (map[string]float64, error) {
+	p, err := readPprof(path)
+	if err != nil {
+		return nil, err
 	}
 	idx := -1
 	for i, st := range p.SampleType {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -66,14 +65,9 @@ func ExplainOffCPU(ctx context.Context, ex *Explanation, base, head Binary, iter
 // time.Sleep or sync.(*Mutex).Lock); samples without one (idle runtime
 // threads, the testing package waiting for the benchmark) are left out.
 func offCPUByFunction(path string, ops float64) (map[string]float64, error) {
-	f, err := os.Open(path)
+	p, err := readPprof(path)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	p, err := profile.Parse(f)
-	if err != nil {
-		return nil, fmt.Errorf("read profile %s: %w", path, err)
 	}
 	gi, ti := -1, -1
 	for i, st := range p.SampleType {
