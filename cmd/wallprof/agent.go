@@ -206,6 +206,11 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if msg := preflight(); msg != "" {
 		return fail("%s", msg)
 	}
+	// The agent runs for days: the collector keeps its heap near what is
+	// live (64 MiB) instead of letting it grow to twice that between
+	// collections (system-wide, 180 MB of RSS after a minute without it,
+	// 119 MB with it). GOMEMLIMIT overrides it.
+	softMemoryLimitAfter(2 * time.Second)
 	var auth push.Auth
 	var err error
 	if f.tokenFile != "" {
