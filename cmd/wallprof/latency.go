@@ -356,6 +356,18 @@ func processRunning(pid int) bool {
 	return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
 }
 
+// stackHasFunc reports whether a frame of stack is function fn.
+func stackHasFunc(stack []*profile.Location, fn string) bool {
+	for _, l := range stack {
+		for _, f := range l.Frames {
+			if f.Function == fn {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // runningOffCPU names the time a slow call's goroutine was running in
 // Go's terms while its thread was not on a CPU.
 const runningOffCPU = "[running, thread waiting for a CPU]"
@@ -437,6 +449,11 @@ func slowProfile(w *latency.WaitSampler, bin *latency.Binary, syms *symbolize.Pr
 		}
 		if len(ps.Stack) == 0 {
 			ps.Stack = []*profile.Location{pseudo("[stack not read]"), pseudo(fn)}
+		} else if s.State == latency.StateRunning && !s.OffCPU && !stackHasFunc(ps.Stack, fn) {
+			// Sampled inside a call of fn, but the frame-pointer walk lost
+			// its frame (Go's vDSO calls run on the system stack): the
+			// time is fn's, the stack below it not known.
+			ps.Stack = []*profile.Location{pseudo("[running, stack not unwound]"), pseudo(fn)}
 		}
 		p.Samples = append(p.Samples, ps)
 	}

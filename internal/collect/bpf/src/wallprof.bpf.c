@@ -1212,11 +1212,12 @@ int on_cpu_sample(void *ctx)
 	 * proportion to its CPU time, in every function in proportion to the
 	 * time spent there, however short its bursts (perf's estimate). User
 	 * space scales a thread's samples to its exact CPU time. */
-	/* A thread past its exit event (sched_process_exit) has no record
-	 * any more: its last microseconds are in neither its totals nor the
-	 * samples, rather than in a sample no total accounts for. */
+	/* A thread without a record (past its exit event, sched_process_exit;
+	 * or not entered yet, in the instant after its creation) is in no
+	 * thread's totals: its sample is left out rather than counted under no
+	 * total (its last microseconds before exiting are in neither). */
 	u32 tid = (u32)id;
-	if ((bpf_get_current_task_btf()->flags & PF_EXITING) && !bpf_map_lookup_elem(&threads, &tid))
+	if (!bpf_map_lookup_elem(&threads, &tid))
 		return 0;
 	u64 w[NSTATES] = {};
 	w[ST_ONCPU] = period_ns;
