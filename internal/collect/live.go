@@ -342,21 +342,34 @@ type extraKey struct {
 // or another off-CPU state): a thread blocked since before the recording
 // began. Their current stacks, read otherwise (SnapshotThreads) and added
 // as samples, give it one.
+//
+// It also lists the threads whose off-CPU time grew since the latest tick
+// with no off-CPU sample since: a wait still in progress (its sample comes
+// when it ends), whose stack is not the one the thread was last seen
+// waiting in when it moved on to another wait (a phase that blocks for
+// seconds after one that blocked elsewhere).
 func (l *Live) Unseen(threads []*ThreadRecord) map[uint32]profile.State {
+	offCPU := []profile.State{profile.Sleeping, profile.Disk, profile.Other, profile.Runnable}
+	sampled := map[uint32]bool{} // an off-CPU sample since the latest tick
+	for _, e := range l.a.order {
+		if !e.dead && e.state != profile.OnCPU && e.value > l.prev[e] {
+			sampled[e.tid] = true
+		}
+	}
 	out := map[uint32]profile.State{}
 	for _, t := range threads {
 		p := l.prevT[t.TID]
-		for _, st := range []profile.State{profile.Sleeping, profile.Disk, profile.Other, profile.Runnable} {
+		for _, st := range offCPU {
 			if t.Time[st] <= p[st] {
 				continue
 			}
 			seen := false
-			for _, other := range []profile.State{profile.Sleeping, profile.Disk, profile.Other, profile.Runnable} {
+			for _, other := range offCPU {
 				if _, ok := l.a.last[threadState{t.TID, other}]; ok {
 					seen = true
 				}
 			}
-			if !seen {
+			if !seen || !sampled[t.TID] {
 				out[t.TID] = st
 			}
 			break

@@ -142,3 +142,28 @@ func TestLiveWaitAcrossBuckets(t *testing.T) {
 		t.Errorf("both buckets %v: want do_nanosleep 1.3s and pipe_read 700ms", w)
 	}
 }
+
+// A thread that moves on to a long wait has no sample of it until it ends:
+// its time in the meantime is not the stack it last waited in, and Unseen
+// lists it for its current stack. One whose waits end within the bucket
+// (a sample since the latest tick) is not listed.
+func TestLiveUnseenWaitInProgress(t *testing.T) {
+	const ms = time.Millisecond
+	a := NewAggregator(nil)
+	l := NewLive(a, 0, uint64(10*ms), 4)
+	a.Add(liveSample(7, profile.Sleeping, 100*ms, 0xd)) // a short wait, ended
+	a.Add(liveSample(8, profile.Sleeping, 100*ms, 0xd))
+	first := []*ThreadRecord{liveThread(7, 0, 0, 100*ms), liveThread(8, 0, 0, 100*ms)}
+	if u := l.Unseen(first); len(u) != 0 {
+		t.Errorf("unseen %v after samples of every wait", u)
+	}
+	l.Tick(first, uint64(time.Second))
+	// Thread 7 sleeps on in a new wait (no sample yet); thread 8's waits
+	// end and are sampled.
+	a.Add(liveSample(8, profile.Sleeping, 900*ms, 0xd))
+	second := []*ThreadRecord{liveThread(7, 0, 0, time.Second), liveThread(8, 0, 0, time.Second)}
+	u := l.Unseen(second)
+	if u[7] != profile.Sleeping || len(u) != 1 {
+		t.Errorf("unseen %v: want thread 7, sleeping, alone", u)
+	}
+}
