@@ -69,4 +69,10 @@ func TestRecordThreadChurn(t *testing.T) {
 	if sampled != cpu {
 		t.Errorf("on-CPU samples add up to %d, the threads' on-CPU time to %d", sampled, cpu)
 	}
+	// The kernel side leaves out a thread's timer samples from its exit
+	// on; one taken inside the exit program, after its record, would have
+	// no thread to be counted under.
+	if n := p.Lost["cpu-sample-without-thread"]; n > 0 {
+		t.Errorf("%d timer samples had no thread record", n)
+	}
 }

@@ -453,6 +453,23 @@ func (a *Aggregator) spreadCPU(res *Result) {
 		}
 		big.value += total - given
 	}
+	for _, t := range res.Threads {
+		delete(byThread, t.TID)
+	}
+	// Samples of a thread id that no record has (none should be left: the
+	// kernel side drops a thread's samples from its exit on) are in no
+	// thread's total: they are counted as lost rather than kept at a
+	// nominal weight that the totals do not have.
+	for _, es := range byThread {
+		for _, e := range es {
+			e.dead = true
+			a.dead++
+			if res.Lost == nil {
+				res.Lost = map[string]uint64{}
+			}
+			res.Lost["cpu-sample-without-thread"]++
+		}
+	}
 }
 
 // scaleCPU multiplies the on-CPU samples of each thread by its factor in s

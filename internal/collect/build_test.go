@@ -779,7 +779,7 @@ func TestBuildRefreshesOnUnknown(t *testing.T) {
 		mapping: &profile.Mapping{File: "/lib/plugin.so"}}
 	a := NewAggregator(f.new)
 	a.Add(mkSample(5, 5, "p", [5]uint64{profile.OnCPU: 1}, nil, []uint64{0x7000}))
-	p := Build(&Result{}, a, nil, "")
+	p := Build(&Result{Threads: []*ThreadRecord{{PID: 5, TID: 5, Time: [5]uint64{profile.OnCPU: 1}}}}, a, nil, "")
 	if got := stackNames(p.Samples[0]); !slices.Equal(got, []string{"dlopened"}) {
 		t.Errorf("stack = %q, want [dlopened] after a refresh", got)
 	}
@@ -847,5 +847,33 @@ func TestBuildSpreadsCPUOverTimerSamples(t *testing.T) {
 	w := BuildWindow(res, window, scale, nil, "")
 	if len(w.Samples) != 1 || w.Samples[0].Value < 333_333_000 || w.Samples[0].Value > 333_334_000 {
 		t.Errorf("window sample = %+v, want one sample weighing a third of the thread's CPU time", w.Samples)
+	}
+}
+
+// A timer sample of a thread id that no record has (a thread that exited,
+// whose record was folded away before the sample was read) has no total
+// to be scaled to: it is counted as lost, not kept at its nominal weight
+// beside the exact totals (TestRecordThreadChurn found 20 ms of them).
+func TestBuildDropsCPUSamplesWithoutThread(t *testing.T) {
+	const period = 10_000_000
+	a := NewAggregator(nil)
+	a.Add(mkSample(1, 2, "t", [5]uint64{profile.OnCPU: period}, nil, []uint64{0xa}))
+	a.Add(mkSample(1, 3, "gone", [5]uint64{profile.OnCPU: period}, nil, []uint64{0xb}))
+	a.Add(mkSample(1, 3, "gone", [5]uint64{profile.OnCPU: period}, nil, []uint64{0xc}))
+	res := &Result{StartNs: 0, EndNs: 1_000_000_000, PeriodNs: period, Threads: []*ThreadRecord{
+		{PID: 1, TID: 2, Name: "t", EndNs: 1_000_000_000, Time: [5]uint64{25_000_000, 0, 975_000_000}},
+	}}
+	p := Build(res, a, nil, "")
+	var total int64
+	for _, s := range p.Samples {
+		if s.State == profile.OnCPU {
+			total += s.Value
+		}
+	}
+	if total != 25_000_000 {
+		t.Errorf("on-CPU samples add up to %d, want the one thread's 25000000", total)
+	}
+	if got := p.Lost["cpu-sample-without-thread"]; got != 2 {
+		t.Errorf("lost %v, want 2 samples without a thread", p.Lost)
 	}
 }

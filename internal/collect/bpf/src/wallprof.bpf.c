@@ -1080,10 +1080,14 @@ static __always_inline void emit_current_sample(void *ctx, u64 *w)
 static __always_inline void emit_exit(struct tstate *st, u32 tid, u64 now)
 {
 	bpf_map_delete_elem(&stash, &tid);
+	/* Marked first: a timer sample that interrupts this program (a
+	 * perf_event program may run inside a tracing one) is left out once
+	 * the exit record may be in the ring before it, where user space
+	 * would find it after the thread's record was folded away. */
+	st->exited = 1;
 	struct exit_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count_lost(LOST_EXIT);
-		st->exited = 1;
 		return;
 	}
 	e->type = EV_EXIT;
@@ -1212,12 +1216,13 @@ int on_cpu_sample(void *ctx)
 	 * proportion to its CPU time, in every function in proportion to the
 	 * time spent there, however short its bursts (perf's estimate). User
 	 * space scales a thread's samples to its exact CPU time. */
-	/* A thread without a record (past its exit event, sched_process_exit;
-	 * or not entered yet, in the instant after its creation) is in no
+	/* A thread without a record (past its exit event, sched_process_exit,
+	 * or inside it; or not entered yet, in the instant after its creation) is in no
 	 * thread's totals: its sample is left out rather than counted under no
 	 * total (its last microseconds before exiting are in neither). */
 	u32 tid = (u32)id;
-	if (!bpf_map_lookup_elem(&threads, &tid))
+	struct tstate *st = bpf_map_lookup_elem(&threads, &tid);
+	if (!st || st->exited)
 		return 0;
 	u64 w[NSTATES] = {};
 	w[ST_ONCPU] = period_ns;
