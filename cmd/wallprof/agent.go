@@ -10,6 +10,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	httppprof "net/http/pprof"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -56,7 +57,8 @@ kept across restarts; else in memory), up to --spool-max bytes, oldest
 dropped and counted; pushes are retried with exponential backoff and
 jitter. SIGTERM or Ctrl-C closes the current window, pushes what it can
 within --flush-timeout, and exits 0. The agent's own CPU, memory, pushes,
-spool, drops and retries are Prometheus metrics on --metrics.
+spool, drops and retries are Prometheus metrics on --metrics, and its own
+Go profiles (heap, CPU) are at /debug/pprof/ on the same address.
 
 The configuration file (YAML, keys named after the flags: otlp,
 otlp_protocol, pyroscope, service, host, pids, processes, period,
@@ -277,6 +279,10 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
+		// The agent's own profiles, for when its cost needs explaining.
+		mux.HandleFunc("/debug/pprof/", httppprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", httppprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", httppprof.Symbol)
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go srv.Serve(ln)
 		defer srv.Close()

@@ -59,6 +59,9 @@ type Aggregator struct {
 	byTID map[uint32][]*aggEntry
 	dead  int
 	live  *Live // told of the entries and threads Fold merges
+	// nextStack numbers the next interned stack (Forget deletes stacks,
+	// so the map's size does not).
+	nextStack uint32
 }
 
 // UnwindCounts are the samples whose user stack the in-kernel unwinder
@@ -283,8 +286,9 @@ func (a *Aggregator) add(s *RawSample, st profile.State, kernel, user []uint64, 
 	if stack == nil {
 		both := make([]uint64, 0, len(kernel)+len(user))
 		both = append(append(both, kernel...), user...)
-		stack = &aggStack{id: uint32(len(a.stacks)), kernel: both[:len(kernel):len(kernel)], user: both[len(kernel):]}
+		stack = &aggStack{id: a.nextStack, kernel: both[:len(kernel):len(kernel)], user: both[len(kernel):]}
 		a.stacks[string(sk)] = stack
+		a.nextStack++
 	}
 	a.key = entryKey(a.key[:0], s.PID, s.TID, st, stack.id, s.GoID, s.Comm)
 	e, ok := a.entries[string(a.key)]
@@ -307,6 +311,117 @@ func (a *Aggregator) add(s *RawSample, st profile.State, kernel, user []uint64, 
 	}
 	a.last[threadState{s.TID, st}] = e
 	a.lastAny[s.TID] = e
+}
+
+// Forget drops all the aggregator holds of the processes in pids, which
+// have exited: their samples, the stacks no other process has, their
+// threads' counts, and their resolvers with the files those read. It
+// returns their threads' ids (those whose every sample was theirs). For a
+// recording looked at through its live windows alone (the agent), once
+// the processes' last window is out: a long system-wide recording would
+// otherwise hold every process that ever ran.
+func (a *Aggregator) Forget(pids map[uint32]bool) map[uint32]bool {
+	if len(pids) == 0 {
+		return nil
+	}
+	gone := map[uint32]bool{}  // threads of the processes
+	other := map[uint32]bool{} // thread ids that another process's samples have
+	order := a.order[:0]
+	a.dead = 0
+	for _, e := range a.order {
+		if !pids[e.pid] {
+			order = append(order, e)
+			other[e.tid] = true
+			if e.dead {
+				a.dead++
+			}
+			continue
+		}
+		gone[e.tid] = true
+		if !e.dead {
+			k := string(entryKey(a.key[:0], e.pid, e.tid, e.state, e.stack, e.goid, e.comm))
+			if a.entries[k] == e {
+				delete(a.entries, k)
+			}
+		}
+	}
+	clear(a.order[len(order):])
+	a.order = order
+	for tid := range gone {
+		es := a.byTID[tid][:0]
+		for _, e := range a.byTID[tid] {
+			if !pids[e.pid] {
+				es = append(es, e)
+			}
+		}
+		if len(es) == 0 {
+			delete(a.byTID, tid)
+		} else {
+			a.byTID[tid] = es
+		}
+		for st := range profile.NumStates {
+			if e, ok := a.last[threadState{tid, st}]; ok && pids[e.pid] {
+				delete(a.last, threadState{tid, st})
+			}
+		}
+		if e, ok := a.lastAny[tid]; ok && pids[e.pid] {
+			delete(a.lastAny, tid)
+		}
+		if other[tid] {
+			delete(gone, tid)
+			continue
+		}
+		delete(a.perThread, tid)
+		delete(a.cpuSamples, tid)
+		delete(a.cpuNominal, tid)
+		delete(a.comm, tid)
+	}
+	// The walks that stopped at where a thread begins count as whole:
+	// decided now, while the resolvers are here (UnwindCounts).
+	for k, n := range a.unwind.stopsAt {
+		if !pids[k.pid] {
+			continue
+		}
+		if a.threadEntry(k.pid, a.resolvers[k.pid], k.addr, k.leaf) {
+			if k.on {
+				a.unwind.OnCPU[k.why] -= n
+				a.unwind.OnCPU[UnwindEnd] += n
+			} else {
+				a.unwind.OffCPU[k.why] -= n
+				a.unwind.OffCPU[UnwindEnd] += n
+			}
+		}
+		delete(a.unwind.stopsAt, k)
+	}
+	for k := range a.entryCache {
+		if pids[k.pid] {
+			delete(a.entryCache, k)
+		}
+	}
+	for pid := range pids {
+		delete(a.resolvers, pid)
+	}
+	carried := a.carried[:0]
+	for _, r := range a.carried {
+		if !pids[r.PID] {
+			carried = append(carried, r)
+		}
+	}
+	a.carried = carried
+	// The stacks and names that only the forgotten samples had.
+	used := make(map[uint32]bool, len(a.order))
+	comms := make(map[string]string, len(a.comms))
+	for _, e := range a.order {
+		used[e.stack] = true
+		comms[e.comm] = e.comm
+	}
+	for k, st := range a.stacks {
+		if !used[st.id] {
+			delete(a.stacks, k)
+		}
+	}
+	a.comms = comms
+	return gone
 }
 
 // entryKey appends the key of an entry to k.

@@ -108,3 +108,21 @@ func (r *ThreadRecord) addTimes(e *ThreadExit) {
 		r.FirstNs = e.State.FirstTS
 	}
 }
+
+// forget drops the records of the threads of the processes in pids and
+// returns their thread ids.
+func (t *exitTable) forget(pids map[uint32]bool) []uint32 {
+	var tids []uint32
+	for k, e := range t.byID {
+		if pids[k.pid] {
+			delete(t.byID, k)
+			tids = append(tids, e.TID)
+		}
+	}
+	for k := range t.folds {
+		if pids[k.pid] {
+			delete(t.folds, k)
+		}
+	}
+	return tids
+}

@@ -157,6 +157,7 @@ type Live struct {
 	// it belongs to, when it ends, carries it again.
 	carried map[threadState]int64
 	buckets []*bucket // oldest first
+	pidOf   map[uint32]uint32 // each thread's process, as the latest tick saw it
 }
 
 type bucket struct {
@@ -169,7 +170,8 @@ type bucket struct {
 // startNs (Session.StartNs), sampled every periodNs, summed by a.
 func NewLive(a *Aggregator, startNs, periodNs uint64, keep int) *Live {
 	l := &Live{a: a, keep: max(keep, 1), startNs: startNs, periodNs: periodNs, prev: map[*aggEntry]int64{},
-		prevT: map[uint32][profile.NumStates]uint64{}, extra: map[extraKey]*aggEntry{}, carried: map[threadState]int64{}}
+		prevT: map[uint32][profile.NumStates]uint64{}, extra: map[extraKey]*aggEntry{}, carried: map[threadState]int64{},
+		pidOf: map[uint32]uint32{}}
 	a.live = l
 	return l
 }
@@ -235,6 +237,7 @@ func (l *Live) Tick(threads []*ThreadRecord, now uint64) {
 			d[i] = sub(t.Time[i], p[i])
 		}
 		l.prevT[t.TID] = t.Time
+		l.pidOf[t.TID] = t.PID
 		rec := *t
 		rec.Time = d
 		b.threads[t.TID] = &rec
@@ -289,6 +292,37 @@ func (l *Live) Tick(threads []*ThreadRecord, now uint64) {
 	l.buckets = append(l.buckets, b)
 	if len(l.buckets) > l.keep {
 		l.buckets = l.buckets[len(l.buckets)-l.keep:]
+	}
+}
+
+// Forget drops all it and its aggregator hold of the processes in pids,
+// which have exited and have no time in the buckets kept (Aggregator.Forget):
+// a view of a long recording that sees processes come and go holds those
+// that ran lately, not all that ever ran.
+func (l *Live) Forget(pids map[uint32]bool) {
+	if len(pids) == 0 {
+		return
+	}
+	l.a.Forget(pids)
+	for e := range l.prev {
+		if pids[e.pid] {
+			delete(l.prev, e)
+		}
+	}
+	for k, e := range l.extra {
+		if pids[e.pid] {
+			delete(l.extra, k)
+		}
+	}
+	for tid, pid := range l.pidOf {
+		if !pids[pid] {
+			continue
+		}
+		delete(l.pidOf, tid)
+		delete(l.prevT, tid)
+		for st := range profile.NumStates {
+			delete(l.carried, threadState{tid, st})
+		}
 	}
 }
 

@@ -167,3 +167,60 @@ func TestLiveUnseenWaitInProgress(t *testing.T) {
 		t.Errorf("unseen %v: want thread 7, sleeping, alone", u)
 	}
 }
+
+// TestLiveForget: a process that exited is forgotten whole (its samples,
+// the stacks only it had, its threads' counts and its resolver), and the
+// others' windows are what they were: a system-wide agent's memory follows
+// the processes that run, not all that ever ran.
+func TestLiveForget(t *testing.T) {
+	const ms = time.Millisecond
+	f := newFactory()
+	a := NewAggregator(f.new)
+	k := liveKernel()
+	l := NewLive(a, 0, uint64(10*ms), 1)
+	sec := uint64(time.Second)
+	sample := func(pid, tid uint32, st profile.State, w time.Duration, leaf uint64) *RawSample {
+		s := liveSample(tid, st, w, leaf)
+		s.PID = pid
+		return s
+	}
+	thread := func(pid, tid uint32, cpu, sleep time.Duration, exited bool) *ThreadRecord {
+		r := liveThread(tid, cpu, 0, sleep)
+		r.PID, r.Exited = pid, exited
+		return r
+	}
+	// Process 1 runs on; process 2 shares a stack with it (compute) and
+	// has one of its own (parse), then exits.
+	a.Add(sample(2, 20, profile.Sleeping, 990*ms, 0xb))
+	a.Add(sample(1, 10, profile.OnCPU, 10*ms, 0xa))
+	a.Add(sample(2, 20, profile.OnCPU, 10*ms, 0xa))
+	l.Tick([]*ThreadRecord{thread(1, 10, 10*ms, 990*ms, false), thread(2, 20, 10*ms, 990*ms, true)}, sec)
+	if len(a.resolvers) != 2 || len(a.stacks) != 2 {
+		t.Fatalf("before: %d resolvers, %d stacks; want 2 and 2", len(a.resolvers), len(a.stacks))
+	}
+	l.Forget(map[uint32]bool{2: true})
+	if len(a.order) != 1 || len(a.entries) != 1 || len(a.stacks) != 1 || len(a.resolvers) != 1 || a.resolvers[2] != nil {
+		t.Errorf("after: %d entries (%d keyed), %d stacks, resolvers %v: want process 1's one entry, its one stack, its resolver",
+			len(a.order), len(a.entries), len(a.stacks), a.resolvers)
+	}
+	if _, ok := l.prevT[20]; ok || len(l.prev) != 1 || a.cpuNominal[20] != 0 || a.comm[20] != "" || a.lastAny[20] != nil {
+		t.Errorf("thread 20 is still known: prevT %v, prev %d, cpuNominal %v", l.prevT, len(l.prev), a.cpuNominal)
+	}
+	// Later buckets: process 1 goes on, with a new stack whose number
+	// must not be one the forgotten stack had left free.
+	a.Add(sample(1, 10, profile.OnCPU, 10*ms, 0xa))
+	a.Add(sample(1, 10, profile.Sleeping, 980*ms, 0xd))
+	a.Add(sample(1, 10, profile.OnCPU, 10*ms, 0xc))
+	l.Tick([]*ThreadRecord{thread(1, 10, 30*ms, 1970*ms, false)}, 2*sec)
+	w := byFunc(l.Window(1, k, "app"))
+	if w["compute"][profile.OnCPU] != 10*ms || w["do_nanosleep"][profile.OnCPU] != 10*ms || w["pipe_read"][profile.Sleeping] != 980*ms || len(w) != 3 {
+		t.Errorf("process 1's window after the forgetting: %v; want compute and do_nanosleep 10ms on CPU, pipe_read 980ms asleep", w)
+	}
+	ids := map[uint32]bool{}
+	for _, st := range a.stacks {
+		if ids[st.id] {
+			t.Errorf("two stacks numbered %d", st.id)
+		}
+		ids[st.id] = true
+	}
+}

@@ -316,6 +316,22 @@ func (s *Session) attachExec() {
 // be counted under thread into from then on.
 func (s *Session) OnFold(f func(pid, tid, into uint32)) { s.onFold = f }
 
+// Forget drops the records of the exited threads of the processes in pids,
+// which have exited, once the views that take the time threads gained
+// (Live) have taken their last: a long system-wide recording would
+// otherwise hold a record for every thread that ever ran (up to
+// MaxExitRecords, then one per process and name).
+func (s *Session) Forget(pids map[uint32]bool) {
+	if len(pids) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, tid := range s.exits.forget(pids) {
+		delete(s.names, tid)
+	}
+}
+
 // OnExec sets the function Run calls, on its goroutine, with each target
 // process that exec'ed a program (when following forks), before the
 // program's samples are passed to the sink. Call it before Run.

@@ -67,6 +67,13 @@ type Options struct {
 	// for views that refresh while it runs (wallprof top): Tick closes a
 	// bucket, Window builds the profile of the latest ones.
 	Live int
+	// ForgetExited, with Live, forgets a process that has exited once
+	// its last time is out of the Live buckets kept: its samples, stacks,
+	// thread records and symbolizer. For recordings looked at only
+	// through their live windows (the agent): a long system-wide
+	// recording then holds the processes that ran lately, not all that
+	// ever ran, and its whole-recording profile lacks the forgotten ones.
+	ForgetExited bool
 }
 
 // ErrExited says the target exited before recording started.
@@ -90,6 +97,7 @@ type session interface {
 	UnwindStats() (collect.UnwindStats, bool)
 	OnExec(f func(pid uint32))
 	OnFold(f func(pid, tid, into uint32))
+	Forget(pids map[uint32]bool)
 }
 
 // goSampler is what a Recording needs of the goroutine view.
@@ -152,6 +160,8 @@ type Recording struct {
 	// keeps its ticks and windows apart from the samples' arrival.
 	live     *collect.Live
 	snapAt   time.Time // when seeStacks last read the threads' stacks
+	ticks    int
+	goneAt   map[uint32]int // the tick at which each process was first seen gone (ForgetExited)
 	periodNs uint64
 	aggMu    sync.Mutex
 	kernel   collect.KernelResolver
@@ -442,7 +452,46 @@ func (r *Recording) Tick() error {
 		tap.live.Tick(threads, now)
 		tap.s.Mark(r.opts.Live)
 	}
+	r.ticks++
+	if r.opts.ForgetExited {
+		r.forgetExited(threads)
+	}
 	return nil
+}
+
+// forgetExited forgets the processes (ForgetExited) that have had no live
+// thread for more ticks than the buckets kept: their last bucket, with
+// the time of their last threads, is out. Called with aggMu held.
+func (r *Recording) forgetExited(threads []*collect.ThreadRecord) {
+	if r.goneAt == nil {
+		r.goneAt = map[uint32]int{}
+	}
+	running := map[uint32]bool{}
+	for _, t := range threads {
+		if !t.Exited {
+			running[t.PID] = true
+		}
+	}
+	for _, t := range threads {
+		if _, ok := r.goneAt[t.PID]; !ok && !running[t.PID] && !r.deps.exists(int(t.PID)) {
+			r.goneAt[t.PID] = r.ticks
+		}
+	}
+	forget := map[uint32]bool{}
+	for pid, at := range r.goneAt {
+		switch {
+		case running[pid]:
+			delete(r.goneAt, pid) // its id was given to a new process
+		case r.ticks-at > r.opts.Live:
+			forget[pid] = true
+			delete(r.goneAt, pid)
+		}
+	}
+	if len(forget) == 0 {
+		return
+	}
+	r.live.Forget(forget)
+	r.session.Forget(forget)
 }
 
 // snapshotEvery bounds how often Tick reads the stacks of threads blocked

@@ -26,6 +26,7 @@ type world struct {
 
 	seedErr error
 	exists  bool
+	gone    map[int]bool // processes that do not exist, whatever exists says
 	// exes are what /proc/PID/exe says, call after call (the last one
 	// stays).
 	exes []string
@@ -67,7 +68,7 @@ func (w *world) deps() deps {
 			return w.g, nil
 		},
 		kernel: func() (collect.KernelResolver, error) { return fakeKernel{}, nil },
-		exists: func(int) bool { return w.exists },
+		exists: func(p int) bool { return w.exists && !w.gone[p] },
 		snapshot: func(pid int) ([]collect.ThreadSnapshot, error) {
 			w.record("snapshot")
 			return w.snaps, nil
@@ -97,6 +98,8 @@ type fakeSession struct {
 	// final is sent to the sink while Stop drains, like the stacks of the
 	// threads still off CPU at the end.
 	final *collect.RawSample
+	// forgot are the processes Forget was given, call by call.
+	forgot []map[uint32]bool
 	// peek and now are what Peek returns.
 	peek []*collect.ThreadRecord
 	now  uint64
@@ -126,6 +129,7 @@ func (s *fakeSession) SeedAll() error {
 func (s *fakeSession) SetReadInterval(time.Duration)      { s.w.record("read-interval") }
 func (s *fakeSession) OnExec(func(uint32))                {}
 func (s *fakeSession) OnFold(func(pid, tid, into uint32)) {}
+func (s *fakeSession) Forget(pids map[uint32]bool)        { s.forgot = append(s.forgot, pids) }
 func (s *fakeSession) Counts() (uint64, uint64)           { return 0, 0 }
 func (s *fakeSession) Close()                             { s.w.record("close") }
 func (s *fakeSession) StartNs() uint64                    { return 0 }
@@ -455,5 +459,41 @@ func TestLiveSeesBlockedStacks(t *testing.T) {
 	}
 	if sleeping != time.Second {
 		t.Errorf("do_nanosleep has %v sleeping, want the thread's whole second", sleeping)
+	}
+}
+
+// TestLiveForgetsExitedProcesses: with ForgetExited, a process whose
+// threads have all exited, and that is gone, is forgotten once its last
+// bucket is out of those kept, and not before; a live process never is,
+// nor a process whose recorded threads exited but that still runs.
+func TestLiveForgetsExitedProcesses(t *testing.T) {
+	w := &world{exists: true, gone: map[int]bool{99: true}}
+	o := opts
+	o.Live, o.Goroutines, o.ForgetExited = 2, false, true
+	r, err := start([]int{pid}, o, w.deps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	threads := result(10 * time.Millisecond).Threads
+	threads = append(threads,
+		&collect.ThreadRecord{PID: 99, TID: 990, Exited: true},
+		&collect.ThreadRecord{PID: 98, TID: 980, Exited: true}) // 98 still runs
+	w.s.peek = threads
+	for tick := 1; tick <= 4; tick++ {
+		w.s.now = uint64(tick) * uint64(time.Second)
+		if err := r.Tick(); err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		if tick == 4 {
+			want = 1
+		}
+		if len(w.s.forgot) != want {
+			t.Fatalf("after tick %d: forgot %v, want %d call", tick, w.s.forgot, want)
+		}
+	}
+	if f := w.s.forgot[0]; len(f) != 1 || !f[99] {
+		t.Errorf("forgot %v, want process 99 alone", f)
 	}
 }
