@@ -156,7 +156,7 @@ type Live struct {
 	// to a stack because no sample covered it yet: the sample of the wait
 	// it belongs to, when it ends, carries it again.
 	carried map[threadState]int64
-	buckets []*bucket // oldest first
+	buckets []*bucket         // oldest first
 	pidOf   map[uint32]uint32 // each thread's process, as the latest tick saw it
 }
 
