@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/wallprof/wallprof/internal/profile"
 )
@@ -21,6 +22,13 @@ type object struct {
 
 	root  fsRoot // the root directory of the process it was opened for
 	cache *Cache
+
+	// Under cache.mu: how many processes map it (Process.Close gives
+	// theirs back), since when none has, and its key in byInode.
+	refs    int
+	idle    time.Time
+	key     inodeKey
+	haveKey bool
 
 	debugOnce sync.Once
 	debug     *elf.File // separate debug file, if any
