@@ -30,6 +30,7 @@ N=${N:-10000}
 RATE=${RATE:-1000}
 CHURN=${CHURN:-20}
 OUT=${OUT:-$(mktemp -d /tmp/agentmem.XXXXXX)}
+mkdir -p "$OUT"
 [[ $(id -u) == 0 ]] || die "run as root: the agent needs it"
 
 tmp=$(mktemp -d /tmp/agentmem-bin.XXXXXX)
