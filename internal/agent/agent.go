@@ -47,7 +47,7 @@ type StartFunc func(pid int) (Recorder, error)
 // RecordStart starts recordings with record.Start and options o, with one
 // live bucket kept (Options.Live = 1): each window is one bucket.
 func RecordStart(o record.Options) StartFunc {
-	o.Live = 1
+	o.Live, o.ForgetExited = 1, true
 	return func(pid int) (Recorder, error) {
 		r, err := record.Start(pid, o)
 		if err != nil {
@@ -168,7 +168,7 @@ func (c *Config) record(ctx context.Context, procs map[int]*proc, senders []*sen
 			if final || !alive(pid) {
 				p.rec.Close()
 				delete(procs, pid)
-				if !final {
+				if !final && c.chatty() {
 					c.Log.Printf("process %d (%s) is gone: its recording ended after %d windows", pid, p.meta.Comm, p.meta.Seq)
 				}
 			}
@@ -212,10 +212,20 @@ func (c *Config) resolve(procs map[int]*proc) error {
 		}
 		meta.Started = time.Now()
 		procs[pid] = &proc{rec: rec, meta: meta, last: meta.Started}
-		c.Log.Printf("recording process %d (%s)", pid, meta.Comm)
+		if c.chatty() {
+			c.Log.Printf("recording process %d (%s)", pid, meta.Comm)
+		}
 	}
 	c.Metrics.Recordings.Set(float64(len(procs)))
 	return nil
+}
+
+// chatty says whether each process's start and end are logged: not
+// system-wide, where every command anyone runs is one (the count is the
+// recordings metric).
+func (c *Config) chatty() bool {
+	_, all := c.Targets.(*SystemWide)
+	return !all
 }
 
 // window closes p's window and queues it for every sink.

@@ -1,6 +1,7 @@
 package symbolize
 
 import (
+	"debug/elf"
 	"os"
 	"os/exec"
 	"reflect"
@@ -53,5 +54,29 @@ func TestCacheSweep(t *testing.T) {
 	pc := uint64(reflect.ValueOf(TestCacheSweep).Pointer())
 	if _, f := self.Resolve(pc); len(f) == 0 || f[0].Function != "github.com/wallprof/wallprof/internal/symbolize.TestCacheSweep" {
 		t.Errorf("after the sweep, own pc resolves to %+v", f)
+	}
+}
+
+// TestStaticGoSkipsDWARF: an address in no function of a static Go binary
+// is not looked up in its DWARF, which costs 20 MB to index for a binary
+// of wallprof's size and names no function .gopclntab does not.
+func TestStaticGoSkipsDWARF(t *testing.T) {
+	normal, _ := buildGo(t) // CGO_ENABLED=0: static
+	o := openTestObject(t, normal)
+	if o.dynamic() || o.goTable() == nil || !hasDWARF(o.elf) {
+		t.Fatalf("%s: want a static Go binary with DWARF (dynamic %v)", normal, o.dynamic())
+	}
+	var text *elf.Section
+	for _, s := range o.elf.Sections {
+		if s.Name == ".text" {
+			text = s
+		}
+	}
+	if text == nil {
+		t.Fatal("no .text")
+	}
+	o.frames(text.Addr + text.Size + 64) // past every function
+	if o.dw != nil {
+		t.Error("the DWARF of a static Go binary was indexed")
 	}
 }
