@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/wallprof/wallprof/internal/agent/push"
+	"github.com/wallprof/wallprof/internal/collect"
 	"github.com/wallprof/wallprof/internal/profile"
 	"github.com/wallprof/wallprof/internal/record"
 )
@@ -47,7 +48,7 @@ type StartFunc func(pid int) (Recorder, error)
 // RecordStart starts recordings with record.Start and options o, with one
 // live bucket kept (Options.Live = 1): each window is one bucket.
 func RecordStart(o record.Options) StartFunc {
-	o.Live, o.ForgetExited = 1, true
+	o = agentOptions(o)
 	return func(pid int) (Recorder, error) {
 		r, err := record.Start(pid, o)
 		if err != nil {
@@ -55,6 +56,26 @@ func RecordStart(o record.Options) StartFunc {
 		}
 		return r, nil
 	}
+}
+
+// AgentRingBytes is the agent's ring buffer (collect.Plan.RingBytes): a
+// quarter of record's, as the agent's memory counts on every host (the
+// ring is mapped twice: 4 MB of resident memory rather than 16); its
+// reader is woken at 512 KiB, about 200 samples.
+const AgentRingBytes = 2 << 20
+
+// agentOptions are the recording options of the agent: one live bucket (a
+// window), processes forgotten once they exited, a smaller ring.
+func agentOptions(o record.Options) record.Options {
+	o.Live, o.ForgetExited = 1, true
+	plan := o.Plan
+	o.Plan = func(p *collect.Plan) {
+		p.RingBytes = AgentRingBytes
+		if plan != nil {
+			plan(p)
+		}
+	}
+	return o
 }
 
 // Sink is one store to push to.

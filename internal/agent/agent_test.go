@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/wallprof/wallprof/internal/agent/push"
+	"github.com/wallprof/wallprof/internal/collect"
 	"github.com/wallprof/wallprof/internal/profile"
 	"github.com/wallprof/wallprof/internal/record"
 )
@@ -276,5 +277,10 @@ func TestSystemWideForgetsExited(t *testing.T) {
 	s := NewSystemWide(record.Options{}, time.Second)
 	if !s.o.ForgetExited || s.o.Live != 1 {
 		t.Errorf("system-wide options %+v: want one live bucket and ForgetExited", s.o)
+	}
+	var p collect.Plan
+	s.o.Plan(&p)
+	if p.RingBytes != AgentRingBytes {
+		t.Errorf("ring of %d bytes, want the agent's %d", p.RingBytes, AgentRingBytes)
 	}
 }

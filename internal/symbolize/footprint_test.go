@@ -80,3 +80,19 @@ func TestStaticGoSkipsDWARF(t *testing.T) {
 		t.Error("the DWARF of a static Go binary was indexed")
 	}
 }
+
+// TestGoSkipsDebugFrame: a Go binary's .debug_frame (its Go functions,
+// unwound from .gopclntab) is not parsed.
+func TestGoSkipsDebugFrame(t *testing.T) {
+	normal, _ := buildGo(t)
+	o := openTestObject(t, normal)
+	if o.elf.Section(".debug_frame") == nil {
+		t.Fatalf("%s has no .debug_frame to skip", normal)
+	}
+	if o.elf.Section(".eh_frame") != nil {
+		t.Skipf("%s has an .eh_frame (linked externally)", normal)
+	}
+	if n := len(o.cfiTables()); n != 0 {
+		t.Errorf("%d CFI tables parsed for a Go binary without .eh_frame, want none (its .debug_frame skipped)", n)
+	}
+}
