@@ -44,7 +44,7 @@ func (c *Cache) Close() error {
 	defer c.mu.Unlock()
 	var errs []error
 	for _, o := range c.all {
-		errs = append(errs, o.close())
+		errs = append(errs, o.close(false))
 	}
 	for _, cl := range c.closers {
 		cl.Close()
@@ -160,7 +160,7 @@ func (c *Cache) Sweep(idle time.Duration) int {
 				delete(c.byInode, k)
 			}
 		}
-		o.close()
+		o.close(true)
 	}
 	clear(c.all[len(all):])
 	c.all = all
@@ -186,9 +186,15 @@ func (c *Cache) closeLater(x io.Closer) {
 	c.mu.Unlock()
 }
 
-// close closes o's files.
-func (o *object) close() error {
+// close closes o's files, and with unmap gives back its .gopclntab's
+// mappings: only for an object nothing can use any more (Sweep). Close
+// leaves them: a goroutine still winding down may read a table, and
+// reading an unmapped page would crash the recorder.
+func (o *object) close(unmap bool) error {
 	var errs []error
+	if c, ok := o.gt.(io.Closer); ok && unmap {
+		errs = append(errs, c.Close())
+	}
 	if o.file != nil {
 		errs = append(errs, o.file.Close())
 	}
