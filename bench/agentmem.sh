@@ -6,8 +6,8 @@
 # internal/agent/testdata/otelcol/build.sh, file exporter), a Go server
 # with N parked goroutines under RATE requests/s (wallprof load), a loop
 # that starts short-lived processes (CHURN a second: shells, ls, go
-# version: each one is a process the agent starts recording, symbolizes,
-# and must forget), and `wallprof agent` system-wide at its defaults
+# version, and a gcc compilation every 5 s: each one is a process the
+# agent starts recording, symbolizes, and must forget), and `wallprof agent` system-wide at its defaults
 # pushing OTLP/HTTP to the Collector. Every 30 s it prints the agent's
 # VmRSS and VmHWM; at the end it saves the agent's heap profile (from
 # /debug/pprof/heap on its metrics port) and its /proc/PID/smaps_rollup.
@@ -15,7 +15,10 @@
 # As root, from anywhere in the repository:
 #   DURATION=600 bench/agentmem.sh
 # Variables: DURATION (seconds, 600), N (10000), RATE (1000), CHURN (20),
-# WALLPROF (a wallprof binary; default: built from the work tree), OUT.
+# WALLPROF (a wallprof binary; default: built from the work tree), OUT,
+# WALLPROF_BASE (another wallprof binary: a second agent runs beside the
+# first, from the same start, under the same load and churn, and its RSS
+# is printed beside; each agent records the other as one more process).
 set -euo pipefail
 
 die() { echo "agentmem.sh: $*" >&2; exit 1; }
@@ -27,6 +30,7 @@ N=${N:-10000}
 RATE=${RATE:-1000}
 CHURN=${CHURN:-20}
 OUT=${OUT:-$(mktemp -d /tmp/agentmem.XXXXXX)}
+mkdir -p "$OUT"
 [[ $(id -u) == 0 ]] || die "run as root: the agent needs it"
 
 tmp=$(mktemp -d /tmp/agentmem-bin.XXXXXX)
@@ -75,9 +79,15 @@ sleep 2
 "$WALLPROF" load --rate "$RATE/s" --duration "$((DURATION + 60))s" http://127.0.0.1:18080/ >"$OUT/load.log" 2>&1 &
 pids+=($!)
 
-# Short-lived processes, CHURN a second.
+# Short-lived processes, CHURN a second, and a C compilation every 5 s
+# (gcc, cc1, as, ld: native programs with unwind tables).
+printf 'int f(int x) { return x * 3; }\nint main(void) { return f(1) - 3; }\n' >"$tmp/c.c"
 (
+	n=0
 	while :; do
+		if ((n++ % 5 == 0)) && command -v gcc >/dev/null; then
+			gcc -O2 -o "$tmp/c.out" "$tmp/c.c" || true
+		fi
 		for _ in $(seq "$CHURN"); do
 			case $((RANDOM % 3)) in
 			0) sh -c 'true' ;;
@@ -94,20 +104,31 @@ pids+=($!)
 apid=$!
 pids+=($apid)
 
-echo "agentmem: agent pid $apid, output in $OUT"
-printf '%8s %10s %10s\n' seconds VmRSS_MB VmHWM_MB
+bpid=""
+if [[ -n ${WALLPROF_BASE:-} ]]; then
+	"$WALLPROF_BASE" agent --otlp http://127.0.0.1:14318 --metrics 127.0.0.1:19465 >"$OUT/agent-base.log" 2>&1 &
+	bpid=$!
+	pids+=($bpid)
+fi
+
+mb() { awk -v k="$2:" '$1 == k {printf "%.1f", $2 / 1024}' "/proc/$1/status"; }
+echo "agentmem: agent pid $apid${bpid:+, base agent pid $bpid}, output in $OUT"
+printf '%8s %10s %10s %14s %14s\n' seconds VmRSS_MB VmHWM_MB base_VmRSS_MB base_VmHWM_MB
 t=0
 while ((t < DURATION)); do
 	sleep 30
 	t=$((t + 30))
 	kill -0 "$apid" 2>/dev/null || die "the agent exited: $(tail -3 "$OUT/agent.log")"
-	rss=$(awk '/^VmRSS/ {print $2}' "/proc/$apid/status")
-	hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$apid/status")
-	printf '%8d %10.1f %10.1f\n' "$t" "$(echo "$rss/1024" | bc -l)" "$(echo "$hwm/1024" | bc -l)" | tee -a "$OUT/rss.txt"
+	base=("-" "-")
+	if [[ -n $bpid ]]; then
+		kill -0 "$bpid" 2>/dev/null || die "the base agent exited: $(tail -3 "$OUT/agent-base.log")"
+		base=("$(mb "$bpid" VmRSS)" "$(mb "$bpid" VmHWM)")
+	fi
+	printf '%8d %10s %10s %14s %14s\n' "$t" "$(mb "$apid" VmRSS)" "$(mb "$apid" VmHWM)" "${base[@]}" | tee -a "$OUT/rss.txt"
 done
 curl -s -o "$OUT/heap.pb.gz" http://127.0.0.1:19464/debug/pprof/heap || true
 cat "/proc/$apid/smaps_rollup" >"$OUT/smaps_rollup.txt" || true
 cat "/proc/$apid/smaps" >"$OUT/smaps.txt" || true
-kill -TERM "$apid"
+kill -TERM "$apid" $bpid
 wait "$apid" || true
 echo "agentmem: profiles received: $(wc -l <"$OUT/profiles.jsonl" 2>/dev/null || echo 0) lines; heap profile $OUT/heap.pb.gz"

@@ -145,7 +145,7 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail("no process with PID %d is running.", f.pid)
 	}
 	keep := int((f.window + f.interval - 1) / f.interval)
-	o := record.Options{Freq: f.freq, Live: keep, Plan: setPlanFromEnv, Goroutines: true}
+	o := record.Options{Freq: f.freq, Live: keep, ForgetExited: true, Plan: setPlanFromEnv, Goroutines: true}
 	var rec *record.Recording
 	var err error
 	if f.pid == 0 {

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/wallprof/wallprof/internal/agent/push"
+	"github.com/wallprof/wallprof/internal/collect"
 	"github.com/wallprof/wallprof/internal/profile"
 	"github.com/wallprof/wallprof/internal/record"
 )
@@ -47,7 +48,7 @@ type StartFunc func(pid int) (Recorder, error)
 // RecordStart starts recordings with record.Start and options o, with one
 // live bucket kept (Options.Live = 1): each window is one bucket.
 func RecordStart(o record.Options) StartFunc {
-	o.Live = 1
+	o = agentOptions(o)
 	return func(pid int) (Recorder, error) {
 		r, err := record.Start(pid, o)
 		if err != nil {
@@ -55,6 +56,26 @@ func RecordStart(o record.Options) StartFunc {
 		}
 		return r, nil
 	}
+}
+
+// AgentRingBytes is the agent's ring buffer (collect.Plan.RingBytes): a
+// quarter of record's, as the agent's memory counts on every host (the
+// ring is mapped twice: 4 MB of resident memory rather than 16); its
+// reader is woken at 512 KiB, about 200 samples.
+const AgentRingBytes = 2 << 20
+
+// agentOptions are the recording options of the agent: one live bucket (a
+// window), processes forgotten once they exited, a smaller ring.
+func agentOptions(o record.Options) record.Options {
+	o.Live, o.ForgetExited = 1, true
+	plan := o.Plan
+	o.Plan = func(p *collect.Plan) {
+		p.RingBytes = AgentRingBytes
+		if plan != nil {
+			plan(p)
+		}
+	}
+	return o
 }
 
 // Sink is one store to push to.
@@ -168,7 +189,7 @@ func (c *Config) record(ctx context.Context, procs map[int]*proc, senders []*sen
 			if final || !alive(pid) {
 				p.rec.Close()
 				delete(procs, pid)
-				if !final {
+				if !final && c.chatty() {
 					c.Log.Printf("process %d (%s) is gone: its recording ended after %d windows", pid, p.meta.Comm, p.meta.Seq)
 				}
 			}
@@ -212,10 +233,20 @@ func (c *Config) resolve(procs map[int]*proc) error {
 		}
 		meta.Started = time.Now()
 		procs[pid] = &proc{rec: rec, meta: meta, last: meta.Started}
-		c.Log.Printf("recording process %d (%s)", pid, meta.Comm)
+		if c.chatty() {
+			c.Log.Printf("recording process %d (%s)", pid, meta.Comm)
+		}
 	}
 	c.Metrics.Recordings.Set(float64(len(procs)))
 	return nil
+}
+
+// chatty says whether each process's start and end are logged: not
+// system-wide, where every command anyone runs is one (the count is the
+// recordings metric).
+func (c *Config) chatty() bool {
+	_, all := c.Targets.(*SystemWide)
+	return !all
 }
 
 // window closes p's window and queues it for every sink.

@@ -31,7 +31,7 @@ type SystemWide struct {
 // NewSystemWide records with o (Options.Live is set to 1), closing a
 // bucket at most once per period whichever process's recorder asks.
 func NewSystemWide(o record.Options, period time.Duration) *SystemWide {
-	o.Live = 1
+	o = agentOptions(o)
 	return &SystemWide{o: o, period: period}
 }
 

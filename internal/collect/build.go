@@ -3,6 +3,7 @@ package collect
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"time"
@@ -399,6 +400,9 @@ func (a *Aggregator) Forget(pids map[uint32]bool) map[uint32]bool {
 		}
 	}
 	for pid := range pids {
+		if c, ok := a.resolvers[pid].(io.Closer); ok {
+			c.Close() // its files go back to the cache
+		}
 		delete(a.resolvers, pid)
 	}
 	carried := a.carried[:0]

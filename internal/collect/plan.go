@@ -46,6 +46,26 @@ type Plan struct {
 	// UnwindRows bounds the rows of the loaded unwind tables (8 bytes
 	// each); 0: DefaultUnwindRows.
 	UnwindRows int
+	// RingBytes is the size of the ring buffer the programs send samples
+	// through (a power of two, at least MinRingBytes); 0: DefaultRingBytes.
+	// The reader is woken when a quarter of it is full; a smaller ring
+	// costs less memory (its pages are mapped twice) and loses samples
+	// sooner in a burst (counted).
+	RingBytes int
+}
+
+// DefaultRingBytes and MinRingBytes bound Plan.RingBytes.
+const (
+	DefaultRingBytes = 8 << 20
+	MinRingBytes     = 256 << 10
+)
+
+// ringBytes is the ring buffer's size.
+func (p Plan) ringBytes() uint32 {
+	if p.RingBytes <= 0 {
+		return DefaultRingBytes
+	}
+	return uint32(p.RingBytes)
 }
 
 // ErrBadPlan wraps every plan validation error.
@@ -61,6 +81,9 @@ func (p Plan) Validate() error {
 	}
 	if len(p.PIDs) == 0 && !p.All {
 		return fmt.Errorf("%w: no process to record", ErrBadPlan)
+	}
+	if n := p.RingBytes; n != 0 && (n < MinRingBytes || n > 1<<30 || n&(n-1) != 0) {
+		return fmt.Errorf("%w: ring buffer of %d bytes: want a power of two from %d to %d", ErrBadPlan, n, MinRingBytes, 1<<30)
 	}
 	if len(p.PIDs) > 0 && p.All {
 		return fmt.Errorf("%w: processes given for a system-wide recording", ErrBadPlan)

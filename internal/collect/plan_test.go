@@ -30,6 +30,9 @@ func TestPlanValidate(t *testing.T) {
 		{"empty PIDs", func(p *Plan) { p.PIDs = []int{} }, "no process"},
 		{"PID 0", func(p *Plan) { p.PIDs = []int{0} }, "bad PID 0"},
 		{"negative PID among good ones", func(p *Plan) { p.PIDs = []int{1, 2, -7} }, "bad PID -7"},
+		{"agent's ring", func(p *Plan) { p.RingBytes = 2 << 20 }, ""},
+		{"ring not a power of two", func(p *Plan) { p.RingBytes = 3 << 20 }, "power of two"},
+		{"ring too small", func(p *Plan) { p.RingBytes = 4096 }, "power of two"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := ok

@@ -161,6 +161,10 @@ func (s *Session) load() error {
 		"all_targets":   boolByte(s.plan.All),
 		"self_tgid":     uint32(os.Getpid()),
 		"unwind_tables": boolByte(!s.plan.FramePointersOnly),
+		"ring_wake":     uint64(s.plan.ringBytes() / 4),
+	}
+	if ms, ok := s.spec.Maps["events"]; ok {
+		ms.MaxEntries = s.plan.ringBytes()
 	}
 	if ms, ok := s.spec.Maps["unw_rows"]; ok {
 		ms.MaxEntries = s.plan.unwindRows()
@@ -446,7 +450,7 @@ func (s *Session) SeedAll() error {
 
 // ReadInterval is how often Run reads the ring buffer by default. The
 // programs submit without waking the reader until the ring is a quarter full
-// (2 MiB, about 750 samples), and Stop flushes it, so this only bounds how
+// (Plan.RingBytes: 2 MiB by default, about 750 samples), and Stop flushes it, so this only bounds how
 // long samples wait in the ring. Each wake-up of a Go program costs it tens
 // of context switches (the runtime's sysmon polls every 20 µs for a
 // millisecond after any activity), which a target sharing its CPU pays for:

@@ -295,7 +295,7 @@ func (u *unwindTables) load(pid uint32, maps []symbolize.UnwindMapping) {
 	var keys []string
 	hasTable := false
 	for _, m := range maps {
-		if m.Table != nil && len(m.Table.Rows) > 0 {
+		if m.HasTable || (m.Table != nil && len(m.Table.Rows) > 0) {
 			hasTable = true
 		}
 	}
@@ -330,10 +330,11 @@ func (u *unwindTables) load(pid uint32, maps []symbolize.UnwindMapping) {
 		mkeys[i] = slot*maxUnwindMaps + uint32(i)
 		e := &entries[i]
 		e.Start, e.End, e.Bias = m.Start, m.Limit, m.Bias
-		if m.Table == nil || len(m.Table.Rows) == 0 {
+		if !m.HasTable && (m.Table == nil || len(m.Table.Rows) == 0) {
 			continue
 		}
-		f := u.file(m.Key, m.Table)
+		f := u.file(m.Key, m)
+		m.Loaded() // the kernel has the rows
 		if f == nil {
 			continue
 		}
@@ -376,10 +377,14 @@ func (u *unwindTables) loadError(err error) {
 
 // file returns the loaded table of key, loading t if needed; nil when it
 // does not fit.
-func (u *unwindTables) file(key string, t *symbolize.UnwindTable) *unwFile {
+func (u *unwindTables) file(key string, m symbolize.UnwindMapping) *unwFile {
 	if f := u.byKey[key]; f != nil {
 		f.lastUse = time.Now()
 		return f
+	}
+	t := m.LoadTable()
+	if t == nil || len(t.Rows) == 0 {
+		return nil
 	}
 	rows := uint32(len(t.Rows))
 	shift, index := bucketIndex(t.Rows)

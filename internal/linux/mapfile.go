@@ -3,6 +3,7 @@ package linux
 import (
 	"errors"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,9 +18,9 @@ func FileID(f *os.File) (dev, ino uint64, size int64, err error) {
 }
 
 // MapReadOnly maps size bytes of f from offset off, read-only and shared
-// with the page cache. The mapping is never unmapped: the caller keeps it
-// for the life of the process. Touching it after the file was truncated
-// below off+size faults; callers check the size first (FileID).
+// with the page cache. Touching it after the file was truncated
+// below off+size faults; callers check the size first (FileID). Unmap
+// unmaps it.
 func MapReadOnly(f *os.File, off, size int64) ([]byte, error) {
 	if off < 0 || size <= 0 || size > 1<<31 {
 		return nil, errors.New("mapping out of range")
@@ -31,4 +32,16 @@ func MapReadOnly(f *os.File, off, size int64) ([]byte, error) {
 		return nil, err
 	}
 	return b[off-start : off-start+size : off-start+size], nil
+}
+
+// Unmap unmaps b, a mapping MapReadOnly made (its page-aligned start is
+// found again from b's address).
+func Unmap(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	page := uintptr(os.Getpagesize())
+	head := int(uintptr(unsafe.Pointer(&b[0])) & (page - 1))
+	start := unsafe.Add(unsafe.Pointer(&b[0]), -head)
+	return unix.Munmap(unsafe.Slice((*byte)(start), head+cap(b)))
 }

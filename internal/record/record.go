@@ -487,12 +487,19 @@ func (r *Recording) forgetExited(threads []*collect.ThreadRecord) {
 			delete(r.goneAt, pid)
 		}
 	}
-	if len(forget) == 0 {
-		return
+	if len(forget) > 0 {
+		r.live.Forget(forget)
+		r.session.Forget(forget)
 	}
-	r.live.Forget(forget)
-	r.session.Forget(forget)
+	if r.cache != nil {
+		r.cache.Sweep(fileIdle)
+	}
 }
+
+// fileIdle is how long the files of programs that no recorded process
+// runs any more stay open and parsed (ForgetExited): a program started
+// again within it (a command in a loop) is not parsed again.
+const fileIdle = time.Minute
 
 // snapshotEvery bounds how often Tick reads the stacks of threads blocked
 // since before the recording (a task iterator, ~35 ms of CPU).

@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // Cache holds parsed ELF files, keyed by build ID and by device, inode,
@@ -43,14 +44,7 @@ func (c *Cache) Close() error {
 	defer c.mu.Unlock()
 	var errs []error
 	for _, o := range c.all {
-		if o.file != nil {
-			errs = append(errs, o.file.Close())
-		}
-		for _, d := range []*elf.File{o.debug, o.remote} {
-			if d != nil {
-				errs = append(errs, d.Close())
-			}
-		}
+		errs = append(errs, o.close(false))
 	}
 	for _, cl := range c.closers {
 		cl.Close()
@@ -82,6 +76,7 @@ func (c *Cache) openFileIn(root fsRoot, name string, paths ...string) (*object, 
 	key, haveKey := statKey(f)
 	c.mu.Lock()
 	if o := c.byInode[key]; haveKey && o != nil {
+		o.refs++
 		c.mu.Unlock()
 		f.Close()
 		return o, nil
@@ -102,8 +97,12 @@ func (c *Cache) openFileIn(root fsRoot, name string, paths ...string) (*object, 
 	} else {
 		c.add(o)
 	}
-	if haveKey {
+	o.refs++
+	if haveKey && c.byInode[key] == nil {
 		c.byInode[key] = o
+		if !o.haveKey {
+			o.key, o.haveKey = key, true
+		}
 	}
 	return o, nil
 }
@@ -119,10 +118,65 @@ func (c *Cache) openMemory(name string, image []byte) (*object, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old := c.byID[o.buildID]; o.buildID != "" && old != nil {
+		old.refs++
 		return old, nil
 	}
 	c.add(o)
+	o.refs++
 	return o, nil
+}
+
+// release gives back a process's reference to o.
+func (c *Cache) release(o *object) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if o.refs--; o.refs == 0 {
+		o.idle = time.Now()
+	}
+}
+
+// Sweep closes and forgets the files that no open process has mapped for
+// idle or longer (Process.Close), with what was parsed of them: a
+// long recording of a machine whose programs come and go (the agent)
+// holds the files of the programs that run, not of all that ever ran.
+// Files that a program started again within idle are kept, parsed.
+func (c *Cache) Sweep(idle time.Duration) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	all := c.all[:0]
+	n := 0
+	for _, o := range c.all {
+		if o.refs > 0 || now.Sub(o.idle) < idle {
+			all = append(all, o)
+			continue
+		}
+		n++
+		if o.buildID != "" && c.byID[o.buildID] == o {
+			delete(c.byID, o.buildID)
+		}
+		for k, x := range c.byInode {
+			if x == o {
+				delete(c.byInode, k)
+			}
+		}
+		o.close(true)
+	}
+	clear(c.all[len(all):])
+	c.all = all
+	return n
+}
+
+// forgetCloser drops x from the closers Close will close (it was closed).
+func (c *Cache) forgetCloser(x io.Closer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, y := range c.closers {
+		if y == x {
+			c.closers = append(c.closers[:i], c.closers[i+1:]...)
+			return
+		}
+	}
 }
 
 // closeLater has Close close x.
@@ -130,6 +184,26 @@ func (c *Cache) closeLater(x io.Closer) {
 	c.mu.Lock()
 	c.closers = append(c.closers, x)
 	c.mu.Unlock()
+}
+
+// close closes o's files, and with unmap gives back its .gopclntab's
+// mappings: only for an object nothing can use any more (Sweep). Close
+// leaves them: a goroutine still winding down may read a table, and
+// reading an unmapped page would crash the recorder.
+func (o *object) close(unmap bool) error {
+	var errs []error
+	if c, ok := o.gt.(io.Closer); ok && unmap {
+		errs = append(errs, c.Close())
+	}
+	if o.file != nil {
+		errs = append(errs, o.file.Close())
+	}
+	for _, d := range []*elf.File{o.debug, o.remote} {
+		if d != nil {
+			errs = append(errs, d.Close())
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (c *Cache) add(o *object) {

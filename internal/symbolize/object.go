@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/wallprof/wallprof/internal/profile"
 )
@@ -21,6 +22,13 @@ type object struct {
 
 	root  fsRoot // the root directory of the process it was opened for
 	cache *Cache
+
+	// Under cache.mu: how many processes map it (Process.Close gives
+	// theirs back), since when none has, and its key in byInode.
+	refs    int
+	idle    time.Time
+	key     inodeKey
+	haveKey bool
 
 	debugOnce sync.Once
 	debug     *elf.File // separate debug file, if any
@@ -43,8 +51,13 @@ type object struct {
 	goOnce sync.Once
 	gt     goTable
 
-	unwOnce sync.Once
-	unw     *UnwindTable
+	// unw is the unwind table, built on first use and dropped once loaded
+	// where it is used (UnwindMapping.Loaded): the in-kernel unwinder
+	// holds the rows, and a big C++ program's are tens of megabytes.
+	// unwKnown and unwHas say whether it has rows, once built.
+	unwMu            sync.Mutex
+	unw              *UnwindTable
+	unwKnown, unwHas bool
 
 	cgocbOnce sync.Once
 	cgocb     [2]uint64 // runtime.cgocallback, if a Go object has it
@@ -77,12 +90,23 @@ func (o *object) vaddr(off uint64) (uint64, bool) {
 // nil when nothing names it. Go binaries use .gopclntab, then DWARF, then
 // the symbol tables.
 func (o *object) frames(pc uint64) []profile.Frame {
+	useDWARF := true
 	if gt := o.goTable(); gt != nil {
 		if fr := gt.Lookup(pc); len(fr) > 0 {
 			return fr
 		}
+		// A static Go binary has no C code for DWARF to name (its
+		// functions are all in .gopclntab), and its DWARF costs 20 MB to
+		// index for a program of wallprof's size: an address that is in
+		// no function (a stale return address) would pay that for
+		// nothing. One that runs a dynamic linker may have cgo's C code.
+		useDWARF = o.dynamic()
 	}
-	if dw := o.dwarf(); dw != nil {
+	var dw *dwarfIndex
+	if useDWARF {
+		dw = o.dwarf()
+	}
+	if dw != nil {
 		if fr := dw.lookup(pc); len(fr) > 0 {
 			if fr[len(fr)-1].Function == "" {
 				fr[len(fr)-1].Function = o.symbols().lookup(pc)
@@ -109,6 +133,16 @@ func (o *object) symbols() *symTable {
 		o.syms = newSymTable(files)
 	})
 	return o.syms
+}
+
+// dynamic reports whether the object asks for a dynamic linker (PT_INTERP).
+func (o *object) dynamic() bool {
+	for _, p := range o.elf.Progs {
+		if p.Type == elf.PT_INTERP {
+			return true
+		}
+	}
+	return false
 }
 
 func (o *object) dwarf() *dwarfIndex {
@@ -181,7 +215,14 @@ func (o *object) cfiTables() []*cfiTable {
 				o.cfi = append(o.cfi, t)
 			}
 		}
-		for _, f := range []*elf.File{o.elf, o.debugFile()} {
+		// A Go binary's .debug_frame describes its Go functions alone,
+		// which are unwound from .gopclntab (stepGo) and by frame
+		// pointer: parsing it cost 30 MB for wallprof's own binary.
+		files := []*elf.File{o.elf, o.debugFile()}
+		if o.goTable() != nil {
+			files = nil
+		}
+		for _, f := range files {
 			if f == nil {
 				continue
 			}

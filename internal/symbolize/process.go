@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -140,8 +141,41 @@ func (p *Process) Refresh() error {
 			r.m.ID = p.nextID
 		}
 	}
+	kept := make(map[*region]bool, len(regions))
+	for _, r := range regions {
+		kept[r] = true
+	}
+	for _, r := range p.maps {
+		if !kept[r] && r.obj != nil {
+			p.cache.release(r.obj) // unmapped (an exec, a dlclose)
+		}
+	}
 	p.maps = regions
 	p.lastLook = time.Now()
+	return nil
+}
+
+// Close gives back the process's files to the cache (Cache.Sweep closes
+// those no process maps any more) and closes its root directory and JIT
+// symbol files. The process must not be used afterwards.
+func (p *Process) Close() error {
+	p.mu.Lock()
+	maps := p.maps
+	p.maps = nil
+	p.mu.Unlock()
+	for _, r := range maps {
+		if r.obj != nil {
+			p.cache.release(r.obj)
+		}
+	}
+	if r, ok := p.root.(io.Closer); ok {
+		p.cache.forgetCloser(r)
+		r.Close()
+	}
+	if p.jit != nil {
+		p.cache.forgetCloser(p.jit)
+		p.jit.Close()
+	}
 	return nil
 }
 

@@ -163,7 +163,9 @@ func rbpOffsetExpr(e []byte, deref bool) (int64, bool) {
 // its .debug_frame would read the wrong stack, and which say nothing of
 // where RBP was saved.
 func (o *object) unwindTable() *UnwindTable {
-	o.unwOnce.Do(func() {
+	o.unwMu.Lock()
+	defer o.unwMu.Unlock()
+	if o.unw == nil && (!o.unwKnown || o.unwHas) {
 		tables := o.cfiTables()
 		var extra []absRow
 		if gt := o.goTable(); gt != nil {
@@ -174,8 +176,29 @@ func (o *object) unwindTable() *UnwindTable {
 			extra = o.crosscall2Rows(gt)
 		}
 		o.unw = buildUnwindTable(tables, extra...)
-	})
+		o.unwKnown, o.unwHas = true, o.unw != nil && len(o.unw.Rows) > 0
+	}
 	return o.unw
+}
+
+// hasUnwindTable reports whether the object's unwind table has rows,
+// building it the first time.
+func (o *object) hasUnwindTable() bool {
+	o.unwMu.Lock()
+	known, has := o.unwKnown, o.unwHas
+	o.unwMu.Unlock()
+	if known {
+		return has
+	}
+	t := o.unwindTable()
+	return t != nil && len(t.Rows) > 0
+}
+
+// dropUnwindTable drops the built table (unwindTable builds it again).
+func (o *object) dropUnwindTable() {
+	o.unwMu.Lock()
+	o.unw = nil
+	o.unwMu.Unlock()
 }
 
 type absRow struct {
@@ -272,8 +295,14 @@ type UnwindMapping struct {
 	Bias         uint64
 	// Key names the file (its build id, else its path): tables are shared
 	// between the processes that map the same file.
-	Key   string
-	Table *UnwindTable // nil: no CFI, frame pointers only
+	Key string
+	// HasTable says whether the file has unwind rows (else: no CFI,
+	// frame pointers only); LoadTable gives them.
+	HasTable bool
+	// Table, when set, is the table LoadTable returns (else it is built
+	// from the file's CFI, or taken from the file's cache).
+	Table *UnwindTable
+	obj   *object
 	// CgoCallback is runtime.cgocallback's code in this mapping (absolute
 	// addresses; zero when it has none): a Go program or library that C
 	// code calls into, whose goroutine stacks the walk continues on the C
@@ -283,9 +312,27 @@ type UnwindMapping struct {
 	Go          bool      // Go code (.gopclntab): its frameless leaves need the stack snapshot
 }
 
-// UnwindMappings returns the process's file-backed executable mappings with
-// their unwind tables, ordered by address, building each object's table on
-// first use. Anonymous memory (JIT code) and pseudo mappings are left out:
+// LoadTable returns the mapping's unwind table (nil without one),
+// building it if it was dropped (Loaded).
+func (m UnwindMapping) LoadTable() *UnwindTable {
+	if m.Table != nil || m.obj == nil {
+		return m.Table
+	}
+	return m.obj.unwindTable()
+}
+
+// Loaded says that the mapping's table is loaded where it is used: the
+// file's cached copy is dropped (LoadTable builds it again if needed, after
+// an eviction).
+func (m UnwindMapping) Loaded() {
+	if m.obj != nil {
+		m.obj.dropUnwindTable()
+	}
+}
+
+// UnwindMappings returns the process's file-backed executable mappings,
+// ordered by address, saying which have unwind tables (the table of a file
+// is built the first time, and kept until it is Loaded). Anonymous memory (JIT code) and pseudo mappings are left out:
 // the unwinder follows frame pointers there.
 func (p *Process) UnwindMappings() []UnwindMapping {
 	p.mu.RLock()
@@ -305,7 +352,7 @@ func (p *Process) UnwindMappings() []UnwindMapping {
 			key = r.obj.name
 		}
 		m := UnwindMapping{Start: r.m.Start, Limit: r.m.Limit, Bias: r.m.Start - va,
-			Key: key, Table: r.obj.unwindTable(), Go: r.obj.goTable() != nil}
+			Key: key, HasTable: r.obj.hasUnwindTable(), obj: r.obj, Go: r.obj.goTable() != nil}
 		if cb, exit, ok := r.obj.cgoCallback(); ok && cb[0]+m.Bias >= m.Start && cb[0]+m.Bias < m.Limit {
 			m.CgoCallback = [2]uint64{cb[0] + m.Bias, cb[1] + m.Bias}
 			m.GoExit = [2]uint64{exit[0] + m.Bias, exit[1] + m.Bias}

@@ -127,3 +127,37 @@ func TestRBPOffsetExpr(t *testing.T) {
 		}
 	}
 }
+
+// TestUnwindTableDroppedOnceLoaded: a process's mappings say which files
+// have tables without keeping their rows once loaded (Loaded): the
+// in-kernel unwinder holds them, and a second load (after an eviction)
+// builds the same rows again.
+func TestUnwindTableDroppedOnceLoaded(t *testing.T) {
+	c := NewCache()
+	defer c.Close()
+	p, err := c.NewProcess(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m UnwindMapping
+	for _, x := range p.UnwindMappings() {
+		if x.HasTable && x.obj != nil && x.obj.goTable() == nil {
+			m = x // a C library or the vDSO
+		}
+	}
+	if m.obj == nil {
+		t.Skip("the test binary maps no file with CFI (static)")
+	}
+	first := m.LoadTable()
+	rows := len(first.Rows)
+	m.Loaded()
+	if m.obj.unw != nil {
+		t.Fatal("the table is still held after Loaded")
+	}
+	if again := p.UnwindMappings(); len(again) == 0 || m.obj.unw != nil {
+		t.Fatal("listing the mappings again built the table anew")
+	}
+	if second := m.LoadTable(); second == nil || len(second.Rows) != rows || second.Base != first.Base {
+		t.Fatalf("rebuilt table has %d rows, want %d", len(second.Rows), rows)
+	}
+}

@@ -199,6 +199,7 @@ const (
 	WallprofVarOffPeriodNs      = "off_period_ns"
 	WallprofVarPeriodNs         = "period_ns"
 	WallprofVarResumeMode       = "resume_mode"
+	WallprofVarRingWake         = "ring_wake"
 	WallprofVarSelfTgid         = "self_tgid"
 	WallprofVarSnapTgid         = "snap_tgid"
 	WallprofVarStartNs          = "start_ns"
@@ -303,6 +304,7 @@ type WallprofVariableSpecs struct {
 	OffPeriodNs      *ebpf.VariableSpec `ebpf:"off_period_ns"`
 	PeriodNs         *ebpf.VariableSpec `ebpf:"period_ns"`
 	ResumeMode       *ebpf.VariableSpec `ebpf:"resume_mode"`
+	RingWake         *ebpf.VariableSpec `ebpf:"ring_wake"`
 	SelfTgid         *ebpf.VariableSpec `ebpf:"self_tgid"`
 	SnapTgid         *ebpf.VariableSpec `ebpf:"snap_tgid"`
 	StartNs          *ebpf.VariableSpec `ebpf:"start_ns"`
@@ -387,6 +389,7 @@ type WallprofVariables struct {
 	OffPeriodNs      *ebpf.Variable `ebpf:"off_period_ns"`
 	PeriodNs         *ebpf.Variable `ebpf:"period_ns"`
 	ResumeMode       *ebpf.Variable `ebpf:"resume_mode"`
+	RingWake         *ebpf.Variable `ebpf:"ring_wake"`
 	SelfTgid         *ebpf.Variable `ebpf:"self_tgid"`
 	SnapTgid         *ebpf.Variable `ebpf:"snap_tgid"`
 	StartNs          *ebpf.Variable `ebpf:"start_ns"`

@@ -38,6 +38,19 @@ type Table struct {
 	addr      uint64 // its virtual address
 	mem       memory // loaded sections that hold funcdata (inline trees)
 	gofunc    uint64 // moduledata.gofunc (Go 1.18+); 0 if unknown
+	maps      []mapKey // the file's mappings it holds (Close)
+}
+
+// Close gives back the Table's mappings of its file's sections (they are
+// unmapped when no other Table of the file holds them). Nothing read from
+// the Table may be used afterwards but the strings and numbers it returned
+// (they are copies).
+func (t *Table) Close() error {
+	for _, k := range t.maps {
+		unmapSection(k)
+	}
+	t.maps = nil
+	return nil
 }
 
 // Open reads the .gopclntab of f. The returned Table does not keep f open:
@@ -51,12 +64,15 @@ func OpenFile(f *elf.File, file *os.File) (*Table, error) {
 	img := newImage(f, file)
 	data, addr, err := pclntabData(img)
 	if err != nil {
+		img.unmap()
 		return nil, err
 	}
 	t, err := parse(data, addr, img)
 	if err != nil {
+		img.unmap()
 		return nil, err
 	}
+	t.maps = img.maps
 	return t, nil
 }
 

@@ -34,9 +34,18 @@ func (m *memory) read(addr uint64, n int) ([]byte, bool) {
 type image struct {
 	f    *elf.File
 	file *os.File // f's file, to map sections from; nil: read them
+	maps []mapKey // the mappings its sections were given
 }
 
 func newImage(f *elf.File, file *os.File) *image { return &image{f: f, file: file} }
+
+// unmap gives back the mappings of a Table that was not made.
+func (img *image) unmap() {
+	for _, k := range img.maps {
+		unmapSection(k)
+	}
+	img.maps = nil
+}
 
 // sectionData loads every section selected by keep.
 func (img *image) sectionData(keep func(*elf.Section) bool) memory {

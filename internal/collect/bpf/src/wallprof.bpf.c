@@ -196,6 +196,8 @@ const volatile u8 follow_forks = 0;
  * and the swapper (tgid 0). */
 const volatile u8 all_targets = 0;
 const volatile u32 self_tgid = 0;
+/* The reader is woken when this much of the ring is full (a quarter). */
+const volatile u64 ring_wake = 2 << 20;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -1042,7 +1044,7 @@ static __always_inline void fill_header(struct sample_event *e, u32 flags)
 static __always_inline void submit(struct sample_event *e)
 {
 	/* Wake the reader only when the ring is filling up; it also polls. */
-	u64 wake = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > (2 << 20) ? BPF_RB_FORCE_WAKEUP
+	u64 wake = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > ring_wake ? BPF_RB_FORCE_WAKEUP
 									     : BPF_RB_NO_WAKEUP;
 	bpf_ringbuf_submit(e, wake);
 }
