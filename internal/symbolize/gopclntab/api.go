@@ -33,11 +33,11 @@ var ErrNotGo = errors.New("not a Go binary: no usable .gopclntab")
 // Table is a decoded view of one binary's .gopclntab.
 type Table struct {
 	hdr       header
-	textStart uint64 // base of the entry offsets (Go 1.18+)
-	data      []byte // the whole .gopclntab section
-	addr      uint64 // its virtual address
-	mem       memory // loaded sections that hold funcdata (inline trees)
-	gofunc    uint64 // moduledata.gofunc (Go 1.18+); 0 if unknown
+	textStart uint64   // base of the entry offsets (Go 1.18+)
+	data      []byte   // the whole .gopclntab section
+	addr      uint64   // its virtual address
+	mem       memory   // loaded sections that hold funcdata (inline trees)
+	gofunc    uint64   // moduledata.gofunc (Go 1.18+); 0 if unknown
 	maps      []mapKey // the file's mappings it holds (Close)
 }
 
