@@ -46,6 +46,10 @@ type Plan struct {
 	// UnwindRows bounds the rows of the loaded unwind tables (8 bytes
 	// each); 0: DefaultUnwindRows.
 	UnwindRows int
+	// BenchCut makes the switch program stop part way (1 to 5, see the
+	// BPF source's bench_cut), to measure where its time goes; the
+	// recording is then wrong. Benchmarks only.
+	BenchCut int
 }
 
 // ErrBadPlan wraps every plan validation error.

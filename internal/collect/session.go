@@ -161,6 +161,7 @@ func (s *Session) load() error {
 		"all_targets":   boolByte(s.plan.All),
 		"self_tgid":     uint32(os.Getpid()),
 		"unwind_tables": boolByte(!s.plan.FramePointersOnly),
+		"bench_cut":     uint8(s.plan.BenchCut),
 	}
 	if ms, ok := s.spec.Maps["unw_rows"]; ok {
 		ms.MaxEntries = s.plan.unwindRows()
