@@ -162,6 +162,7 @@ func (s *Session) load() error {
 		"self_tgid":     uint32(os.Getpid()),
 		"unwind_tables": boolByte(!s.plan.FramePointersOnly),
 		"ring_wake":     uint64(s.plan.ringBytes() / 4),
+		"bench_cut":     uint8(s.plan.BenchCut),
 	}
 	if ms, ok := s.spec.Maps["events"]; ok {
 		ms.MaxEntries = s.plan.ringBytes()

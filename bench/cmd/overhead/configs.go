@@ -87,6 +87,11 @@ var allConfigs = []config{
 	{Name: "wallprof-99-sysexit-nostats", Wrap: func(e *env, argv []string) []string {
 		return append([]string{"env", "WALLPROF_EXIT_TP=0"}, wallprofAt("wallprof-99-sysexit-nostats", 99, "--bpf-stats", "off")(e, argv)...)
 	}, Wallprof: true, Optional: true},
+	// Where a switch's BPF time goes (WALLPROF_BENCH_CUT: the switch
+	// program stops part way; its profile is wrong): 1 before the target
+	// check, 2 after it, 3 after the thread lookup, 4 after reading the
+	// counters and the clock; 5 all of it and one more thread lookup.
+	cutConfig(1), cutConfig(2), cutConfig(3), cutConfig(4), cutConfig(5),
 	// The baseline binary (WALLPROF_BASE), for before/after in one run.
 	{Name: "wallprof-base-99", Wrap: wallprofBaseAt("wallprof-base-99", 99), Base: true, Optional: true, WithBase: true},
 	{Name: "wallprof-base-99-fullstats", Wrap: wallprofBaseAt("wallprof-base-99-fullstats", 99, "--bpf-stats", "full"), Base: true, Optional: true},
@@ -179,4 +184,13 @@ func configNames() string {
 		}
 	}
 	return strings.Join(names, ",")
+}
+
+// cutConfig is wallprof-99 with its switch program cut at stage n
+// (WALLPROF_BENCH_CUT).
+func cutConfig(n int) config {
+	name := fmt.Sprintf("wallprof-99-cut%d", n)
+	return config{Name: name, Wrap: func(e *env, argv []string) []string {
+		return append([]string{"env", fmt.Sprintf("WALLPROF_BENCH_CUT=%d", n)}, wallprofAt(name, 99)(e, argv)...)
+	}, Wallprof: true, Optional: true}
 }

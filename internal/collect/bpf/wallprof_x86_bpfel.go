@@ -193,6 +193,7 @@ const (
 	WallprofProgOnWakeupNew     = "on_wakeup_new"
 	WallprofProgSnapshotThreads = "snapshot_threads"
 	WallprofVarAllTargets       = "all_targets"
+	WallprofVarBenchCut         = "bench_cut"
 	WallprofVarClockCal         = "clock_cal"
 	WallprofVarClockOff         = "clock_off"
 	WallprofVarFollowForks      = "follow_forks"
@@ -298,6 +299,7 @@ type WallprofMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type WallprofVariableSpecs struct {
 	AllTargets       *ebpf.VariableSpec `ebpf:"all_targets"`
+	BenchCut         *ebpf.VariableSpec `ebpf:"bench_cut"`
 	ClockCal         *ebpf.VariableSpec `ebpf:"clock_cal"`
 	ClockOff         *ebpf.VariableSpec `ebpf:"clock_off"`
 	FollowForks      *ebpf.VariableSpec `ebpf:"follow_forks"`
@@ -383,6 +385,7 @@ func (m *WallprofMaps) Close() error {
 // It can be passed to LoadWallprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type WallprofVariables struct {
 	AllTargets       *ebpf.Variable `ebpf:"all_targets"`
+	BenchCut         *ebpf.Variable `ebpf:"bench_cut"`
 	ClockCal         *ebpf.Variable `ebpf:"clock_cal"`
 	ClockOff         *ebpf.Variable `ebpf:"clock_off"`
 	FollowForks      *ebpf.Variable `ebpf:"follow_forks"`
