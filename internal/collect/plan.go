@@ -52,7 +52,7 @@ type Plan struct {
 	// costs less memory (its pages are mapped twice) and loses samples
 	// sooner in a burst (counted).
 	RingBytes int
-	// BenchCut makes the switch program stop part way (1 to 5, see the
+	// BenchCut makes the switch program stop part way (1 to 6, see the
 	// BPF source's bench_cut), to measure where its time goes; the
 	// recording is then wrong. Benchmarks only.
 	BenchCut int

@@ -271,8 +271,15 @@ func start(pids []int, o Options, d deps) (*Recording, error) {
 	s.OnFold(r.onFold)
 	// The kernel's symbols while the recording's BPF programs are loaded:
 	// a timer's sample can land in one (the scheduler hook), and the kernel
-	// lists them only while they exist.
-	go r.kernelSymbols()
+	// lists them only while they exist. Before a launched command runs:
+	// parsing them is ~80 ms of CPU, which ran beside the first 200 ms of
+	// the command (the ping-pong benchmark felt it as 2 points of
+	// slowdown through the CPU it shares a core or a cache with).
+	if o.Gated {
+		r.kernelSymbols()
+	} else {
+		go r.kernelSymbols()
+	}
 	if o.Live > 0 {
 		r.live = collect.NewLive(r.agg, s.StartNs(), r.periodNs, o.Live)
 	}

@@ -88,10 +88,19 @@ var allConfigs = []config{
 		return append([]string{"env", "WALLPROF_EXIT_TP=0"}, wallprofAt("wallprof-99-sysexit-nostats", 99, "--bpf-stats", "off")(e, argv)...)
 	}, Wallprof: true, Optional: true},
 	// Where a switch's BPF time goes (WALLPROF_BENCH_CUT: the switch
-	// program stops part way; its profile is wrong): 1 before the target
+	// program stops part way; its profile is wrong): 6 at once (an empty
+	// program, in wallprof's recording), 1 before the target
 	// check, 2 after it, 3 after the thread lookup, 4 after reading the
 	// counters and the clock; 5 all of it and one more thread lookup.
-	cutConfig(1), cutConfig(2), cutConfig(3), cutConfig(4), cutConfig(5),
+	cutConfig(6), cutConfig(1), cutConfig(2), cutConfig(3), cutConfig(4), cutConfig(5),
+	// cut1 without the BPF statistics, and without the unwind tables (no
+	// re-reading of the command's mappings as it starts).
+	{Name: "wallprof-99-cut1-nostats", Wrap: func(e *env, argv []string) []string {
+		return append([]string{"env", "WALLPROF_BENCH_CUT=1"}, wallprofAt("wallprof-99-cut1-nostats", 99, "--bpf-stats", "off")(e, argv)...)
+	}, Wallprof: true, Optional: true},
+	{Name: "wallprof-99-cut1-fp", Wrap: func(e *env, argv []string) []string {
+		return append([]string{"env", "WALLPROF_BENCH_CUT=1", "WALLPROF_UNWIND=fp"}, wallprofAt("wallprof-99-cut1-fp", 99)(e, argv)...)
+	}, Wallprof: true, Optional: true},
 	// The baseline binary (WALLPROF_BASE), for before/after in one run.
 	{Name: "wallprof-base-99", Wrap: wallprofBaseAt("wallprof-base-99", 99), Base: true, Optional: true, WithBase: true},
 	{Name: "wallprof-base-99-fullstats", Wrap: wallprofBaseAt("wallprof-base-99-fullstats", 99, "--bpf-stats", "full"), Base: true, Optional: true},
