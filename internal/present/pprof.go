@@ -287,7 +287,8 @@ func pprofSample(s *profile.Sample, locs map[*profile.Location]*pprof.Location, 
 }
 
 // fromPprof converts a parsed pprof profile to the model.
-func fromPprof(pp *pprof.Profile) (*profile.Profile, error) {
+// Its samples are ps's, decoded one at a time, or pp's when ps is nil.
+func fromPprof(pp *pprof.Profile, ps *pprofSamples) (*profile.Profile, error) {
 	var st commentState
 	var foreignComments []string
 	for _, f := range pp.Function {
@@ -342,12 +343,40 @@ func fromPprof(pp *pprof.Profile) (*profile.Profile, error) {
 			gi = i
 		}
 	}
-	for _, s := range pp.Sample {
-		if gi >= 0 && s.Value[gi] != 0 {
-			p.Goroutines = append(p.Goroutines, modelGoSample(s, locs, gi))
-			continue
+	add := func(s *rawSample) error {
+		if len(s.values) != len(pp.SampleType) {
+			return fmt.Errorf("a sample has %d values for %d sample types", len(s.values), len(pp.SampleType))
 		}
-		p.Samples = append(p.Samples, modelSample(s, locs, vi, scale, defState))
+		if gi >= 0 && s.values[gi] != 0 {
+			g, err := modelGoSample(s, locs, gi)
+			if err != nil {
+				return err
+			}
+			p.Goroutines = append(p.Goroutines, g)
+			return nil
+		}
+		m, err := modelSample(s, locs, vi, scale, defState)
+		if err != nil {
+			return err
+		}
+		p.Samples = append(p.Samples, m)
+		return nil
+	}
+	var raw rawSample
+	if ps != nil {
+		if ps.n > 0 {
+			p.Samples = make([]*profile.Sample, 0, ps.n)
+		}
+		if err := ps.each(&raw, add); err != nil {
+			return nil, err
+		}
+	} else {
+		for _, s := range pp.Sample {
+			fromPprofSample(s, &raw)
+			if err := add(&raw); err != nil {
+				return nil, err
+			}
+		}
 	}
 	p.GoInfo = st.goInfo
 	return p, nil
@@ -394,8 +423,9 @@ func foreignNote(pp *pprof.Profile, vi int) string {
 	return n + "; without state labels, time is counted as state other"
 }
 
-// modelLocations adds pp's mappings and locations to p.
-func modelLocations(p *profile.Profile, pp *pprof.Profile, kernel map[uint64]bool) map[*pprof.Location]*profile.Location {
+// modelLocations adds pp's mappings and locations to p, and returns them
+// by ID.
+func modelLocations(p *profile.Profile, pp *pprof.Profile, kernel map[uint64]bool) map[uint64]*profile.Location {
 	mappings := make(map[*pprof.Mapping]*profile.Mapping, len(pp.Mapping))
 	for _, pm := range pp.Mapping {
 		m := &profile.Mapping{
@@ -406,7 +436,7 @@ func modelLocations(p *profile.Profile, pp *pprof.Profile, kernel map[uint64]boo
 		mappings[pm] = m
 		p.Mappings = append(p.Mappings, m)
 	}
-	locs := make(map[*pprof.Location]*profile.Location, len(pp.Location))
+	locs := make(map[uint64]*profile.Location, len(pp.Location))
 	for _, pl := range pp.Location {
 		l := &profile.Location{ID: pl.ID, Address: pl.Address}
 		if pl.Mapping != nil {
@@ -419,28 +449,27 @@ func modelLocations(p *profile.Profile, pp *pprof.Profile, kernel map[uint64]boo
 			}
 			l.Frames = append(l.Frames, f)
 		}
-		locs[pl] = l
+		locs[pl.ID] = l
 		p.Locs = append(p.Locs, l)
 	}
 	return locs
 }
 
-func modelSample(ps *pprof.Sample, locs map[*pprof.Location]*profile.Location, vi int, scale int64, defState profile.State) *profile.Sample {
+func modelSample(rs *rawSample, locs map[uint64]*profile.Location, vi int, scale int64, defState profile.State) (*profile.Sample, error) {
 	s := &profile.Sample{
-		Value: ps.Value[vi] * scale,
+		Value: rs.values[vi] * scale,
 		State: defState,
-		PID:   int(firstNum(ps.NumLabel[labelPID])),
-		TID:   int(firstNum(ps.NumLabel[labelTID])),
+		PID:   int(rs.numLabel(labelPID)),
+		TID:   int(rs.numLabel(labelTID)),
 	}
-	for k, vs := range ps.Label {
-		if len(vs) == 0 {
-			continue
-		}
-		switch k {
+	for _, l := range rs.str {
+		switch l.key {
 		case labelThread:
-			s.Thread = vs[0]
+			if s.Thread == "" {
+				s.Thread = l.value
+			}
 		case labelState:
-			if st, ok := profile.ParseState(vs[0]); ok {
+			if st, ok := profile.ParseState(l.value); ok {
 				s.State = st
 			}
 		case labelPID, labelTID:
@@ -449,59 +478,63 @@ func modelSample(ps *pprof.Sample, locs map[*pprof.Location]*profile.Location, v
 			if s.Labels == nil {
 				s.Labels = map[string]string{}
 			}
-			s.Labels[k] = vs[0]
+			if _, ok := s.Labels[l.key]; !ok {
+				s.Labels[l.key] = l.value
+			}
 		}
 	}
-	for _, pl := range ps.Location {
-		if l := locs[pl]; l != nil {
-			s.Stack = append(s.Stack, l)
-		}
-	}
-	return s
+	stack, err := modelStack(rs, locs)
+	s.Stack = stack
+	return s, err
 }
 
-func modelGoSample(ps *pprof.Sample, locs map[*pprof.Location]*profile.Location, gi int) *profile.GoSample {
+// modelStack is a sample's stack; an ID no location has is an error.
+func modelStack(rs *rawSample, locs map[uint64]*profile.Location) ([]*profile.Location, error) {
+	if len(rs.locs) == 0 {
+		return nil, nil
+	}
+	stack := make([]*profile.Location, 0, len(rs.locs))
+	for _, id := range rs.locs {
+		l := locs[id]
+		if l == nil {
+			return nil, fmt.Errorf("a sample names location %d, which the profile does not have", id)
+		}
+		stack = append(stack, l)
+	}
+	return stack, nil
+}
+
+func modelGoSample(rs *rawSample, locs map[uint64]*profile.Location, gi int) (*profile.GoSample, error) {
 	g := &profile.GoSample{
-		Value: ps.Value[gi],
-		PID:   int(firstNum(ps.NumLabel[labelPID])),
-		GoID:  uint64(firstNum(ps.NumLabel[labelGoID])),
+		Value: rs.values[gi],
+		PID:   int(rs.numLabel(labelPID)),
+		GoID:  uint64(rs.numLabel(labelGoID)),
 		State: profile.GWaiting,
 	}
-	for k, vs := range ps.Label {
-		if len(vs) == 0 {
-			continue
-		}
-		switch k {
+	for _, l := range rs.str {
+		switch l.key {
 		case labelGState:
-			if st, ok := profile.ParseGState(vs[0]); ok {
+			if st, ok := profile.ParseGState(l.value); ok {
 				g.State = st
 			}
 		case labelWaitReason:
-			g.WaitReason = vs[0]
+			g.WaitReason = l.value
 		case labelCreatedBy:
-			g.CreatedBy = vs[0]
+			g.CreatedBy = l.value
 		case labelGoFunc:
-			g.Func = vs[0]
+			g.Func = l.value
 		default:
 			if g.Labels == nil {
 				g.Labels = map[string]string{}
 			}
-			g.Labels[k] = vs[0]
+			if _, ok := g.Labels[l.key]; !ok {
+				g.Labels[l.key] = l.value
+			}
 		}
 	}
-	for _, pl := range ps.Location {
-		if l := locs[pl]; l != nil {
-			g.Stack = append(g.Stack, l)
-		}
-	}
-	return g
-}
-
-func firstNum(v []int64) int64 {
-	if len(v) == 0 {
-		return 0
-	}
-	return v[0]
+	stack, err := modelStack(rs, locs)
+	g.Stack = stack
+	return g, err
 }
 
 // labelSets shares the label maps of the samples that have the same

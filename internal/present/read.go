@@ -60,11 +60,11 @@ func readProfile(r io.Reader, name string) (*profile.Profile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", nameOr(name), err)
 	}
-	pp, reason := parsePprof(data)
+	pp, ps, reason := parsePprof(data)
 	if reason != "" {
 		return nil, &FormatError{Name: name, Reason: reason}
 	}
-	p, err := fromPprof(pp)
+	p, err := fromPprof(pp, ps)
 	if err != nil {
 		return nil, &FormatError{Name: name, Reason: err.Error()}
 	}
@@ -78,44 +78,46 @@ func nameOr(name string) string {
 	return name
 }
 
-// parsePprof decodes data, returning a reason on failure.
-func parsePprof(data []byte) (pp *pprof.Profile, reason string) {
+// parsePprof decodes data, returning a reason on failure. A protobuf
+// profile comes back without its samples, which ps decodes (splitPprof);
+// a legacy text profile with them, and ps nil.
+func parsePprof(data []byte) (pp *pprof.Profile, ps *pprofSamples, reason string) {
 	defer func() {
 		// The decoder is third-party code fed untrusted bytes: a panic in it
 		// is a bad input, not a crash.
 		if r := recover(); r != nil {
-			pp, reason = nil, fmt.Sprintf("the decoder failed (%v)", r)
+			pp, ps, reason = nil, nil, fmt.Sprintf("the decoder failed (%v)", r)
 		}
 	}()
 	if len(data) == 0 {
-		return nil, "the file is empty"
+		return nil, nil, "the file is empty"
 	}
 	if len(data) > MaxProfileSize {
-		return nil, fmt.Sprintf("it is larger than %d bytes", MaxProfileSize)
+		return nil, nil, fmt.Sprintf("it is larger than %d bytes", MaxProfileSize)
 	}
 	if len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b {
 		raw, err := gunzip(data)
 		if err != nil {
-			return nil, err.Error()
+			return nil, nil, err.Error()
 		}
 		data = raw
 		if len(data) == 0 {
-			return nil, "it is an empty gzip stream"
+			return nil, nil, "it is an empty gzip stream"
 		}
 	}
-	pp, err := pprof.ParseUncompressed(data)
+	pp, ps, err := splitPprof(data)
 	if err != nil {
 		// Not a protobuf: maybe one of the legacy text formats pprof reads.
 		legacy, lerr := pprof.ParseData(data)
 		if lerr != nil {
-			return nil, fmt.Sprintf("protobuf decoding failed (%v)", err)
+			return nil, nil, fmt.Sprintf("protobuf decoding failed (%v)", err)
 		}
-		pp = legacy
+		pp, ps = legacy, nil
 	}
 	if err := pp.CheckValid(); err != nil {
-		return nil, fmt.Sprintf("it is malformed (%v)", err)
+		return nil, nil, fmt.Sprintf("it is malformed (%v)", err)
 	}
-	return pp, ""
+	return pp, ps, ""
 }
 
 func gunzip(data []byte) ([]byte, error) {
