@@ -179,8 +179,9 @@ type aggEntry struct {
 	stack        uint32 // the interned stack's number
 	kernel, user []uint64
 	value        int64
-	unsampled    bool // on-CPU time of a thread that no timer sample caught
-	dead         bool // merged into another entry by Fold
+	unsampled    bool   // on-CPU time of a thread that no timer sample caught
+	dead         bool   // merged into another entry by Fold
+	tick         uint32 // the live view's latest tick at which it gained (Live.Compact)
 }
 
 // NewAggregator returns an aggregator that creates a resolver for each
@@ -412,7 +413,12 @@ func (a *Aggregator) Forget(pids map[uint32]bool) map[uint32]bool {
 		}
 	}
 	a.carried = carried
-	// The stacks and names that only the forgotten samples had.
+	a.sweepStacks()
+	return gone
+}
+
+// sweepStacks drops the interned stacks and names no entry has any more.
+func (a *Aggregator) sweepStacks() {
 	used := make(map[uint32]bool, len(a.order))
 	comms := make(map[string]string, len(a.comms))
 	for _, e := range a.order {
@@ -425,7 +431,6 @@ func (a *Aggregator) Forget(pids map[uint32]bool) map[uint32]bool {
 		}
 	}
 	a.comms = comms
-	return gone
 }
 
 // entryKey appends the key of an entry to k.

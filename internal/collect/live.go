@@ -158,6 +158,7 @@ type Live struct {
 	carried map[threadState]int64
 	buckets []*bucket         // oldest first
 	pidOf   map[uint32]uint32 // each thread's process, as the latest tick saw it
+	ticks   uint32            // Ticks so far
 }
 
 type bucket struct {
@@ -224,6 +225,7 @@ func (l *Live) Tick(threads []*ThreadRecord, now uint64) {
 			continue
 		}
 		l.prev[e] = e.value
+		e.tick = l.ticks
 		k := threadState{e.tid, e.state}
 		gained[k] = append(gained[k], e)
 		sum[k] += d
@@ -293,6 +295,66 @@ func (l *Live) Tick(threads []*ThreadRecord, now uint64) {
 	if len(l.buckets) > l.keep {
 		l.buckets = l.buckets[len(l.buckets)-l.keep:]
 	}
+	l.ticks++
+}
+
+// Compact drops the aggregator's entries that a view of the kept buckets
+// alone (the agent, top) no longer needs: those no kept bucket has, that
+// gained nothing in the last idle ticks, and that are not a thread's latest
+// stack in a state (where time no sample covers goes); and the entries Live
+// made that no kept bucket has (made again when needed). A recording then
+// holds the stacks its threads ran lately, not all they ever ran: a server's
+// distinct stacks kept growing the agent's memory by 2 MB a minute. The
+// aggregator's totals are then not the whole recording's.
+func (l *Live) Compact(idle uint32) {
+	keep := map[*aggEntry]bool{}
+	for _, b := range l.buckets {
+		for e := range b.values {
+			keep[e] = true
+		}
+	}
+	for _, e := range l.a.last {
+		keep[e] = true
+	}
+	for _, e := range l.a.lastAny {
+		keep[e] = true
+	}
+	for k, e := range l.extra {
+		if !keep[e] && (k.base == nil || !keep[k.base]) {
+			delete(l.extra, k)
+		}
+	}
+	a := l.a
+	order := a.order[:0]
+	dropped := false
+	for _, e := range a.order {
+		if keep[e] || (!e.dead && l.ticks-e.tick <= idle) {
+			order = append(order, e)
+			continue
+		}
+		dropped = true
+		delete(l.prev, e)
+		if !e.dead {
+			k := string(entryKey(a.key[:0], e.pid, e.tid, e.state, e.stack, e.goid, e.comm))
+			if a.entries[k] == e {
+				delete(a.entries, k)
+			}
+		}
+	}
+	if !dropped {
+		return
+	}
+	clear(a.order[len(order):])
+	a.order, a.dead = order, 0
+	byTID := make(map[uint32][]*aggEntry, len(a.byTID))
+	for _, e := range order {
+		byTID[e.tid] = append(byTID[e.tid], e)
+		if e.dead {
+			a.dead++
+		}
+	}
+	a.byTID = byTID
+	a.sweepStacks()
 }
 
 // Forget drops all it and its aggregator hold of the processes in pids,

@@ -224,3 +224,39 @@ func TestLiveForget(t *testing.T) {
 		ids[st.id] = true
 	}
 }
+
+// TestLiveCompact: a stack that no kept bucket has and that gained
+// nothing lately is dropped (a long live recording holds its threads'
+// recent stacks), the windows are unchanged, and when the stack comes
+// back its time counts from then, not from its old total.
+func TestLiveCompact(t *testing.T) {
+	const ms = time.Millisecond
+	a := NewAggregator(nil)
+	k := liveKernel()
+	l := NewLive(a, 0, uint64(10*ms), 1)
+	sec := uint64(time.Second)
+	// Tick 1: compute (0xa) and parse (0xb); then parse alone.
+	a.Add(liveSample(7, profile.OnCPU, 10*ms, 0xa))
+	a.Add(liveSample(7, profile.OnCPU, 10*ms, 0xb))
+	cpu := 20 * ms
+	l.Tick([]*ThreadRecord{liveThread(7, cpu, 0, 0)}, sec)
+	for i := uint64(2); i <= 5; i++ {
+		a.Add(liveSample(7, profile.OnCPU, 10*ms, 0xb))
+		cpu += 10 * ms
+		l.Tick([]*ThreadRecord{liveThread(7, cpu, 0, 0)}, i*sec)
+		l.Compact(1)
+	}
+	if len(a.order) != 1 || len(a.stacks) != 1 {
+		t.Fatalf("%d entries, %d stacks after compute's stack went idle: want parse's alone", len(a.order), len(a.stacks))
+	}
+	if w := byFunc(l.Window(1, k, "app")); w["parse"][profile.OnCPU] != 10*ms || len(w) != 1 {
+		t.Errorf("window after compaction: %v, want parse 10ms", w)
+	}
+	// compute again: the bucket has its new 10 ms, not its old total.
+	a.Add(liveSample(7, profile.OnCPU, 10*ms, 0xa))
+	cpu += 10 * ms
+	l.Tick([]*ThreadRecord{liveThread(7, cpu, 0, 0)}, 6*sec)
+	if w := byFunc(l.Window(1, k, "app")); w["compute"][profile.OnCPU] != 10*ms || len(w) != 1 {
+		t.Errorf("window when compute comes back: %v, want compute 10ms", w)
+	}
+}

@@ -69,7 +69,8 @@ type Options struct {
 	Live int
 	// ForgetExited, with Live, forgets a process that has exited once
 	// its last time is out of the Live buckets kept: its samples, stacks,
-	// thread records and symbolizer. For recordings looked at only
+	// thread records and symbolizer; and the stacks no thread has run for
+	// a few buckets (collect.Live.Compact). For recordings looked at only
 	// through their live windows (the agent): a long system-wide
 	// recording then holds the processes that ran lately, not all that
 	// ever ran, and its whole-recording profile lacks the forgotten ones.
@@ -498,6 +499,8 @@ func (r *Recording) forgetExited(threads []*collect.ThreadRecord) {
 		r.live.Forget(forget)
 		r.session.Forget(forget)
 	}
+	// The stacks the live processes no longer run, likewise.
+	r.live.Compact(uint32(r.opts.Live) + 2)
 	if r.cache != nil {
 		r.cache.Sweep(fileIdle)
 	}
