@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -94,5 +95,57 @@ func TestGoSkipsDebugFrame(t *testing.T) {
 	}
 	if n := len(o.cfiTables()); n != 0 {
 		t.Errorf("%d CFI tables parsed for a Go binary without .eh_frame, want none (its .debug_frame skipped)", n)
+	}
+}
+
+// TestSkipGoDWARF: a cache that skips Go programs' DWARF (the agent's)
+// names the C code of a cgo program from its symbol table and never
+// indexes the DWARF; a plain cache indexes it for that code.
+func TestSkipGoDWARF(t *testing.T) {
+	needTool(t, "gcc")
+	dir := t.TempDir()
+	src := "package main\n\n// int twice(int x) { return 2 * x; }\nimport \"C\"\n\nfunc main() { println(C.twice(2)) }\n"
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module cgoprog\n\ngo 1.22\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "cgoprog")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=", "CGO_ENABLED=1", "GOTOOLCHAIN=local")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	pc := uint64(0)
+	for name, s := range funcSymbols(t, bin) {
+		if name == "twice" {
+			pc = s.Value
+		}
+	}
+	if pc == 0 {
+		t.Fatal("no symbol twice")
+	}
+	for _, skip := range []bool{false, true} {
+		c := NewCache()
+		if skip {
+			c.SkipGoDWARF()
+		}
+		o, err := c.openFile(bin, bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !o.dynamic() || o.goTable() == nil {
+			t.Fatalf("%s: want a dynamic Go program", bin)
+		}
+		fr := o.frames(pc)
+		if len(fr) == 0 || fr[len(fr)-1].Function != "twice" {
+			t.Errorf("skip %v: frames %+v, want twice", skip, fr)
+		}
+		if indexed := o.dw != nil; indexed == skip {
+			t.Errorf("skip %v: DWARF indexed %v", skip, indexed)
+		}
+		c.Close()
 	}
 }

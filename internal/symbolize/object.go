@@ -100,7 +100,7 @@ func (o *object) frames(pc uint64) []profile.Frame {
 		// index for a program of wallprof's size: an address that is in
 		// no function (a stale return address) would pay that for
 		// nothing. One that runs a dynamic linker may have cgo's C code.
-		useDWARF = o.dynamic()
+		useDWARF = o.dynamic() && (o.cache == nil || !o.cache.goNoDWARF)
 	}
 	var dw *dwarfIndex
 	if useDWARF {
