@@ -70,8 +70,8 @@ type Options struct {
 	// ForgetExited, with Live, forgets a process that has exited once
 	// its last time is out of the Live buckets kept: its samples, stacks,
 	// thread records and symbolizer; and the stacks no thread has run for
-	// a few buckets (collect.Live.Compact). Go programs' C code is named
-	// without DWARF (symbolize.Cache.SkipGoDWARF). For recordings looked at only
+	// a few buckets (collect.Live.Compact). Native code is named from
+	// symbol tables, without DWARF (symbolize.Cache.SkipDWARF). For recordings looked at only
 	// through their live windows (the agent): a long system-wide
 	// recording then holds the processes that ran lately, not all that
 	// ever ran, and its whole-recording profile lacks the forgotten ones.
@@ -232,7 +232,7 @@ func start(pids []int, o Options, d deps) (*Recording, error) {
 		gostop: make(chan struct{})}
 	r.cache = symbolize.NewCache()
 	if o.ForgetExited {
-		r.cache.SkipGoDWARF() // a long recording of every process: memory first
+		r.cache.SkipDWARF() // a long recording of every process: memory first
 	}
 	r.agg = r.newAggregator()
 	plan := collect.Plan{PIDs: r.pids, FollowForks: o.FollowForks, Freq: o.Freq,

@@ -24,18 +24,19 @@ type Cache struct {
 	all     []*object
 	closers []io.Closer // process roots, JIT symbol files
 	dinfod  *Debuginfod
-	// goNoDWARF: the C code of Go programs (cgo) is named from the
-	// symbol tables alone, without DWARF (SkipGoDWARF).
-	goNoDWARF bool
+	// noDWARF: native code is named from the symbol tables alone
+	// (SkipDWARF).
+	noDWARF bool
 }
 
-// SkipGoDWARF has the C code linked into Go programs (cgo's, at the bottom
-// of every thread's stack in a dynamic Go program) named from the symbol
-// tables, without DWARF's inlined frames and lines: indexing a Go
-// program's DWARF costs ~25 MB for a server, which a long-running
-// recorder of every process (the agent) cannot spend per program. Go code
-// is named from .gopclntab either way. Call it before use.
-func (c *Cache) SkipGoDWARF() { c.goNoDWARF = true }
+// SkipDWARF has native code (C, C++, Rust, and cgo's C code in Go
+// programs) named from the symbol tables, without DWARF's inlined frames
+// and lines: debug/dwarf indexes a file's every unit up front, 15 MB for
+// libc's debug file and ~25 MB for a dynamic Go server, which a
+// long-running recorder of every process (the agent) cannot spend per
+// program. Go code keeps its inlined frames and lines (.gopclntab). Call
+// it before use.
+func (c *Cache) SkipDWARF() { c.noDWARF = true }
 
 type inodeKey struct {
 	dev, ino uint64

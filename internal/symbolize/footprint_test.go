@@ -98,10 +98,10 @@ func TestGoSkipsDebugFrame(t *testing.T) {
 	}
 }
 
-// TestSkipGoDWARF: a cache that skips Go programs' DWARF (the agent's)
-// names the C code of a cgo program from its symbol table and never
-// indexes the DWARF; a plain cache indexes it for that code.
-func TestSkipGoDWARF(t *testing.T) {
+// TestSkipDWARF: a cache that skips DWARF (the agent's) names the C code
+// of a cgo program from its symbol table and never indexes the DWARF; a
+// plain cache indexes it for that code.
+func TestSkipDWARF(t *testing.T) {
 	needTool(t, "gcc")
 	dir := t.TempDir()
 	src := "package main\n\n// int twice(int x) { return 2 * x; }\nimport \"C\"\n\nfunc main() { println(C.twice(2)) }\n"
@@ -130,7 +130,7 @@ func TestSkipGoDWARF(t *testing.T) {
 	for _, skip := range []bool{false, true} {
 		c := NewCache()
 		if skip {
-			c.SkipGoDWARF()
+			c.SkipDWARF()
 		}
 		o, err := c.openFile(bin, bin)
 		if err != nil {

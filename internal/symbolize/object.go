@@ -90,7 +90,7 @@ func (o *object) vaddr(off uint64) (uint64, bool) {
 // nil when nothing names it. Go binaries use .gopclntab, then DWARF, then
 // the symbol tables.
 func (o *object) frames(pc uint64) []profile.Frame {
-	useDWARF := true
+	useDWARF := o.cache == nil || !o.cache.noDWARF
 	if gt := o.goTable(); gt != nil {
 		if fr := gt.Lookup(pc); len(fr) > 0 {
 			return fr
@@ -100,7 +100,7 @@ func (o *object) frames(pc uint64) []profile.Frame {
 		// index for a program of wallprof's size: an address that is in
 		// no function (a stale return address) would pay that for
 		// nothing. One that runs a dynamic linker may have cgo's C code.
-		useDWARF = o.dynamic() && (o.cache == nil || !o.cache.goNoDWARF)
+		useDWARF = useDWARF && o.dynamic()
 	}
 	var dw *dwarfIndex
 	if useDWARF {
