@@ -2,8 +2,10 @@ package symbolize
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -109,4 +111,47 @@ func mustAddr(t *testing.T, name string) uint64 {
 	}
 	t.Fatalf("no kernel symbol %s", name)
 	return 0
+}
+
+// TestParseKallsymsAsFields: the parser, which splits lines without
+// allocating, reads this machine's /proc/kallsyms as splitting each line
+// into fields does.
+func TestParseKallsymsAsFields(t *testing.T) {
+	data, err := os.ReadFile("/proc/kallsyms")
+	if err != nil || len(data) == 0 {
+		t.Skipf("no /proc/kallsyms: %v", err)
+	}
+	k, err := parseKallsyms(bytes.NewReader(data))
+	if err != nil {
+		t.Skipf("kernel symbols hidden: %v", err)
+	}
+	type sym struct {
+		addr uint64
+		name string
+	}
+	var want []sym
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || (f[1] != "t" && f[1] != "T" && f[1] != "w" && f[1] != "W") || strings.HasPrefix(f[2], "__pfx_") {
+			continue
+		}
+		addr, err := strconv.ParseUint(f[0], 16, 64)
+		if err != nil {
+			continue
+		}
+		name := f[2]
+		if len(f) > 3 {
+			name += " " + f[3]
+		}
+		want = append(want, sym{addr, name})
+	}
+	sort.SliceStable(want, func(i, j int) bool { return want[i].addr < want[j].addr })
+	if len(k.syms) != len(want) {
+		t.Fatalf("%d symbols, want %d", len(k.syms), len(want))
+	}
+	for i, w := range want {
+		if k.syms[i].addr != w.addr || k.name(i) != w.name {
+			t.Fatalf("symbol %d: %#x %q, want %#x %q", i, k.syms[i].addr, k.name(i), w.addr, w.name)
+		}
+	}
 }
