@@ -103,6 +103,7 @@ var allConfigs = []config{
 	}, Wallprof: true, Optional: true},
 	// The baseline binary (WALLPROF_BASE), for before/after in one run.
 	{Name: "wallprof-base-99", Wrap: wallprofBaseAt("wallprof-base-99", 99), Base: true, Optional: true, WithBase: true},
+	{Name: "wallprof-base-999", Wrap: wallprofBaseAt("wallprof-base-999", 999), Base: true, Optional: true},
 	{Name: "wallprof-base-99-fullstats", Wrap: wallprofBaseAt("wallprof-base-99-fullstats", 99, "--bpf-stats", "full"), Base: true, Optional: true},
 	{Name: "wallprof-base-99-nostats", Wrap: wallprofBaseAt("wallprof-base-99-nostats", 99, "--bpf-stats", "off"), Base: true, Optional: true, WithBase: true},
 	// Attached by PID before the workload starts (bench/attach.sh): top
