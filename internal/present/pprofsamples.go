@@ -160,8 +160,16 @@ func (ps *pprofSamples) decode(b []byte, s *rawSample) error {
 		}
 		b = b[n:]
 		switch {
-		case (num == pbSampleLocationID || num == pbSampleValue) && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
+		case (num == pbSampleLocationID || num == pbSampleValue) && (typ == protowire.BytesType || typ == protowire.VarintType):
+			// Packed (a run of varints, what encoders write) or not (one
+			// varint per field).
+			var v []byte
+			var n int
+			if typ == protowire.BytesType {
+				v, n = protowire.ConsumeBytes(b)
+			} else if n = protowire.ConsumeFieldValue(num, typ, b); n >= 0 {
+				v = b[:n]
+			}
 			if n < 0 {
 				return errSample
 			}
@@ -176,17 +184,6 @@ func (ps *pprofSamples) decode(b []byte, s *rawSample) error {
 					s.values = append(s.values, int64(x))
 				}
 				v = v[k:]
-			}
-			b = b[n:]
-		case (num == pbSampleLocationID || num == pbSampleValue) && typ == protowire.VarintType:
-			x, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return errSample
-			}
-			if num == pbSampleLocationID {
-				s.locs = append(s.locs, x)
-			} else {
-				s.values = append(s.values, int64(x))
 			}
 			b = b[n:]
 		case num == pbSampleLabel && typ == protowire.BytesType:
