@@ -346,13 +346,23 @@ func (c *recorder) options() record.Options {
 // of recording (benchmarks, the switch-time tests of make test):
 // WALLPROF_RESUME=0 accounts at sched_switch, =1 never falls back from the
 // accounting at each thread's resumption; WALLPROF_RUN_DELAY=0 probes
-// sched_wakeup; WALLPROF_EXIT_TP=0 leaves sched_exit_tp alone.
+// sched_wakeup; WALLPROF_EXIT_TP=0 leaves sched_exit_tp alone;
+// WALLPROF_ACCOUNTING=walk, resume or switch picks the accounting (the
+// default: collect.AccountAuto).
 func setPlanFromEnv(p *collect.Plan) {
 	switch os.Getenv("WALLPROF_RESUME") {
 	case "0":
 		p.Accounting = collect.AccountSwitch
 	case "1":
 		p.Accounting = collect.AccountResume
+	}
+	switch os.Getenv("WALLPROF_ACCOUNTING") {
+	case "walk":
+		p.Accounting = collect.AccountWalk
+	case "resume":
+		p.Accounting = collect.AccountResume
+	case "switch":
+		p.Accounting = collect.AccountSwitch
 	}
 	p.NoRunDelay = os.Getenv("WALLPROF_RUN_DELAY") == "0"
 	p.NoExitTP = os.Getenv("WALLPROF_EXIT_TP") == "0"

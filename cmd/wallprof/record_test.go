@@ -283,15 +283,31 @@ func TestRecordCGroundTruth(t *testing.T) {
 }
 
 // wantAccounting is the off-CPU accounting that a recording here should
-// use: at each thread's resumption where the kernel has sched_exit_tp and
-// schedstat, unless WALLPROF_RESUME=0 asks for the switch-time accounting
-// (which `make test` runs the ground-truth tests with too, so that the way
-// older kernels take stays checked).
+// use: walking the threads where the kernel has sched_exit_tp and schedstat,
+// unless WALLPROF_ACCOUNTING=resume asks for the accounting at each thread's
+// resumption (that top and the agent use) or WALLPROF_RESUME=0 (or
+// WALLPROF_ACCOUNTING=switch) for the switch-time accounting of older
+// kernels (`make test` runs the ground-truth tests with both too).
 func wantAccounting() string {
 	btf, _ := os.ReadFile("/sys/kernel/btf/vmlinux")
 	_, err := os.Stat("/proc/self/schedstat")
-	if os.Getenv("WALLPROF_RESUME") != "0" && bytes.Contains(btf, []byte("btf_trace_sched_exit_tp")) && err == nil {
-		return profile.AccountResumption
+	modern := bytes.Contains(btf, []byte("btf_trace_sched_exit_tp")) && err == nil
+	switch os.Getenv("WALLPROF_ACCOUNTING") {
+	case "switch":
+		return profile.AccountSwitchTime
+	case "resume":
+		if modern {
+			return profile.AccountResumption
+		}
+		return profile.AccountSwitchTime
+	case "walk":
+	default:
+		if os.Getenv("WALLPROF_RESUME") == "0" {
+			return profile.AccountSwitchTime
+		}
+	}
+	if modern {
+		return profile.AccountWalk
 	}
 	return profile.AccountSwitchTime
 }
@@ -492,23 +508,14 @@ func TestRecordCostWithStatsAlreadyOn(t *testing.T) {
 	defer os.WriteFile(sysctl, old, 0o644)
 
 	pp := groundtruth.Build(t, "pingpong")
+	// The programs at each switch: resume mode (a walk runs none).
+	t.Setenv("WALLPROF_ACCOUNTING", "resume")
 	out := filepath.Join(t.TempDir(), "pp.pb.gz")
 	code, stderr := wallprof(t, "record", "-o", out, "--", pp, "--iters", "100000")
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, stderr)
 	}
-	m := regexp.MustCompile(`switches_per_s=(\d+)`).FindStringSubmatch(stderr)
-	e := regexp.MustCompile(`elapsed_ns=(\d+)`).FindStringSubmatch(stderr)
-	r := regexp.MustCompile(`BPF [0-9.]+[µnm]?s \([0-9.]+%\) in (\d+) program runs([^;\n]*)`).FindStringSubmatch(stderr)
-	if m == nil || e == nil || r == nil {
-		t.Fatalf("no switch rate or BPF cost in:\n%s", stderr)
-	}
-	if strings.Contains(r[2], "estimated") {
-		t.Errorf("BPF run time estimated from a window although the statistics were on throughout: %q", r[0])
-	}
-	rate, _ := strconv.ParseFloat(m[1], 64)
-	ns, _ := strconv.ParseFloat(e[1], 64)
-	runs, _ := strconv.ParseFloat(r[1], 64)
+	rate, ns, runs := switchesAndRuns(t, stderr)
 	switches := rate * ns / 1e9
 	// sched_switch and at most a few other programs run per context
 	// switch; scaled up from a window, the count came out ~7 per switch.
@@ -525,6 +532,41 @@ func TestRecordCostWithStatsAlreadyOn(t *testing.T) {
 			t.Errorf("%.2f program runs per context switch of the ping-pong on a kernel with sched_exit_tp and schedstat, want about 2 (resume mode)", per)
 		}
 	}
+
+	// Walk mode, the default where the kernel allows it: no program at a
+	// switch; the timer's, the walks' (a handful of threads, 400 times a
+	// second) and the threads' creation and exit.
+	t.Setenv("WALLPROF_ACCOUNTING", "")
+	if wantAccounting() != profile.AccountWalk {
+		return
+	}
+	code, stderr = wallprof(t, "record", "-o", out, "--", pp, "--iters", "100000")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	rate, ns, runs = switchesAndRuns(t, stderr)
+	if per := runs / (rate * ns / 1e9); per > 0.05 {
+		t.Errorf("walk mode: %.0f program runs for %.0f context switches (%.3f per switch), want almost none:\n%s", runs, rate*ns/1e9, per, stderr)
+	}
+}
+
+// switchesAndRuns reads the ping-pong's switch rate and run time and
+// wallprof's count of BPF program runs from a recording's stderr.
+func switchesAndRuns(t *testing.T, stderr string) (rate, ns, runs float64) {
+	t.Helper()
+	m := regexp.MustCompile(`switches_per_s=(\d+)`).FindStringSubmatch(stderr)
+	e := regexp.MustCompile(`elapsed_ns=(\d+)`).FindStringSubmatch(stderr)
+	r := regexp.MustCompile(`BPF [0-9.]+[µnm]?s \([0-9.]+%\) in (\d+) program runs([^;\n]*)`).FindStringSubmatch(stderr)
+	if m == nil || e == nil || r == nil {
+		t.Fatalf("no switch rate or BPF cost in:\n%s", stderr)
+	}
+	if strings.Contains(r[2], "estimated") {
+		t.Errorf("BPF run time estimated from a window although the statistics were on throughout: %q", r[0])
+	}
+	rate, _ = strconv.ParseFloat(m[1], 64)
+	ns, _ = strconv.ParseFloat(e[1], 64)
+	runs, _ = strconv.ParseFloat(r[1], 64)
+	return rate, ns, runs
 }
 
 // A thread that burns CPU is sampled at -F, not at the kernel's tick rate

@@ -5,8 +5,10 @@ package collect
 type Accounting int
 
 const (
-	// AccountAuto accounts at each thread's resumption where the kernel
-	// allows it (sched_exit_tp and schedstat), else at sched_switch.
+	// AccountAuto walks the threads (AccountWalk) where the kernel allows
+	// it and the plan is neither system-wide nor read in live windows,
+	// else accounts at each thread's resumption where the kernel allows it
+	// (sched_exit_tp and schedstat), else at sched_switch.
 	AccountAuto Accounting = iota
 	// AccountResume accounts at each thread's resumption where the kernel
 	// allows it, and fails rather than fall back when its programs will
@@ -15,6 +17,11 @@ const (
 	// AccountSwitch accounts at sched_switch, as kernels without
 	// sched_exit_tp or schedstat do (to compare).
 	AccountSwitch
+	// AccountWalk runs no program at a switch: four times a sampling
+	// period task iterators read each target thread's counters and take
+	// the stacks of those off CPU (walk_states, walk_stacks). Needs what
+	// resume mode needs; without it, as AccountAuto would without it.
+	AccountWalk
 )
 
 // Features are what the running kernel offers that the choice of programs
@@ -51,6 +58,9 @@ type Attachment struct {
 	// Resume: accounting at each thread's resumption (the program's
 	// resume_mode), one program run per context switch.
 	Resume bool
+	// Walk: accounting by walking the threads every sampling period (the
+	// program's walk_mode): no program runs at a switch.
+	Walk bool
 	// UseRunDelay: an off-CPU interval's runnable part comes from schedstat
 	// at the switch-in (the program's use_rd), and sched_wakeup is not
 	// probed.
@@ -72,6 +82,19 @@ type Attachment struct {
 func (p Plan) Attachment(f Features) Attachment {
 	if p.NoExitTP {
 		f.ExitTP = false // not even loaded; kept here so that the table says so
+	}
+	walk := p.Accounting == AccountWalk || (p.Accounting == AccountAuto && !p.All && !p.Live)
+	if walk && f.ExitTP && f.Schedstat {
+		a := Attachment{Walk: true, Tracing: []string{progWakeupNew, progFork, progTaskExit}}
+		if p.Accounting == AccountAuto {
+			// A kernel that will not run the walker's iterators:
+			// resume mode.
+			rs := p
+			rs.Live = true
+			fb := rs.Attachment(f)
+			a.Fallback = &fb
+		}
+		return a
 	}
 	if p.Accounting != AccountSwitch && f.ExitTP && f.Schedstat {
 		a := Attachment{Resume: true, UseRunDelay: true,

@@ -19,6 +19,10 @@ func TestPlanAttachment(t *testing.T) {
 	resumeAuto := resume
 	resumeAuto.Fallback = &switchWithExitTP
 
+	walk := Attachment{Walk: true, Tracing: []string{progWakeupNew, progFork, progTaskExit}}
+	walkAuto := walk
+	walkAuto.Fallback = &resumeAuto
+
 	noRD := Attachment{Tracing: []string{progSwitch, progWakeupNew, progFork, progWakeup, progSchedExit}, Fallback: &older}
 	for _, c := range []struct {
 		name string
@@ -26,7 +30,12 @@ func TestPlanAttachment(t *testing.T) {
 		f    Features
 		want Attachment
 	}{
-		{"6.16+ with schedstat: one program per switch, switch-time if it will not attach", Plan{}, modern, resumeAuto},
+		{"6.16+ with schedstat: no program per switch, one if the walker will not attach, switch-time if that will not", Plan{}, modern, walkAuto},
+		{"read in live windows (top, the agent): one program per switch", Plan{Live: true}, modern, resumeAuto},
+		{"system-wide: one program per switch", Plan{All: true}, modern, resumeAuto},
+		{"WALLPROF_ACCOUNTING=walk: no fall back", Plan{Accounting: AccountWalk}, modern, walk},
+		{"WALLPROF_ACCOUNTING=walk, system-wide: walked all the same", Plan{Accounting: AccountWalk, All: true}, modern, walk},
+		{"WALLPROF_ACCOUNTING=walk on an older kernel: switch-time", Plan{Accounting: AccountWalk}, Features{Schedstat: true}, older},
 		{"WALLPROF_RESUME=1: no fall back", Plan{Accounting: AccountResume}, modern, resume},
 		{"WALLPROF_RESUME=1 on an older kernel: switch-time", Plan{Accounting: AccountResume}, Features{Schedstat: true}, older},
 		{"WALLPROF_RESUME=0: switch-time with sched_exit_tp", Plan{Accounting: AccountSwitch}, modern, switchWithExitTP},
@@ -49,7 +58,7 @@ func describe(a Attachment) string {
 		if s != "" {
 			s += " else "
 		}
-		s += fmt.Sprintf("{resume %t rd %t %v kprobe %t}", p.Resume, p.UseRunDelay, p.Tracing, p.KprobeSwitchIn)
+		s += fmt.Sprintf("{walk %t resume %t rd %t %v kprobe %t}", p.Walk, p.Resume, p.UseRunDelay, p.Tracing, p.KprobeSwitchIn)
 	}
 	return s
 }

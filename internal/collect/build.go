@@ -48,8 +48,11 @@ type Aggregator struct {
 	perThread  map[uint32]int
 	cpuSamples map[uint32]int   // per thread, its on-CPU (timer) samples
 	cpuNominal map[uint32]int64 // per thread, the summed weights of its on-CPU (timer) samples
-	key        []byte
-	carried    []Remainder // carried weights that came before any sample of their thread and state
+	// walkNominal: per thread and off-CPU state, the summed weights of the
+	// samples of walk mode (RawSample.Walk), one nominal period each.
+	walkNominal map[threadState]int64
+	key         []byte
+	carried     []Remainder // carried weights that came before any sample of their thread and state
 	// OnProcess, when set, is called with each process's resolver when it
 	// is created (on the reading goroutine: it must not block).
 	OnProcess  func(pid uint32, r ProcessResolver)
@@ -198,6 +201,7 @@ func NewAggregator(newResolver func(pid int) (ProcessResolver, error)) *Aggregat
 		perThread:   map[uint32]int{},
 		cpuSamples:  map[uint32]int{},
 		cpuNominal:  map[uint32]int64{},
+		walkNominal: map[threadState]int64{},
 		last:        map[threadState]*aggEntry{},
 		lastAny:     map[uint32]*aggEntry{},
 		byTID:       map[uint32][]*aggEntry{},
@@ -247,7 +251,13 @@ func (a *Aggregator) Add(s *RawSample) {
 			r := Remainder{PID: s.PID, TID: s.TID, State: profile.State(st), Nanos: w}
 			if e, ok := a.last[threadState{s.TID, r.State}]; ok {
 				e.value += int64(w)
-			} else {
+				if s.Walk {
+					a.walkNominal[threadState{s.TID, r.State}] += int64(w)
+				}
+			} else if !s.Walk {
+				// (A walk's carry before any sample of its thread
+				// and state is left out: its weight is nominal, and
+				// the state's samples stand for its time.)
 				a.carried = append(a.carried, r)
 			}
 		}
@@ -310,6 +320,8 @@ func (a *Aggregator) add(s *RawSample, st profile.State, kernel, user []uint64, 
 	}
 	if st == profile.OnCPU {
 		a.cpuNominal[s.TID] += w
+	} else if s.Walk {
+		a.walkNominal[threadState{s.TID, st}] += w
 	}
 	a.last[threadState{s.TID, st}] = e
 	a.lastAny[s.TID] = e
@@ -376,6 +388,7 @@ func (a *Aggregator) Forget(pids map[uint32]bool) map[uint32]bool {
 		delete(a.perThread, tid)
 		delete(a.cpuSamples, tid)
 		delete(a.cpuNominal, tid)
+		a.forgetWalk(tid)
 		delete(a.comm, tid)
 	}
 	// The walks that stopped at where a thread begins count as whole:
@@ -497,9 +510,15 @@ func (a *Aggregator) Fold(pid, tid, into uint32) {
 		a.perThread[into] += a.perThread[tid]
 		a.cpuSamples[into] += a.cpuSamples[tid]
 		a.cpuNominal[into] += a.cpuNominal[tid]
+		for st := profile.State(0); st < profile.NumStates; st++ {
+			if n, ok := a.walkNominal[threadState{tid, st}]; ok {
+				a.walkNominal[threadState{into, st}] += n
+			}
+		}
 		delete(a.perThread, tid)
 		delete(a.cpuSamples, tid)
 		delete(a.cpuNominal, tid)
+		a.forgetWalk(tid)
 		delete(a.comm, tid)
 		if a.live != nil {
 			a.live.folded(tid, into)
@@ -522,85 +541,123 @@ func (a *Aggregator) Fold(pid, tid, into uint32) {
 // period or two): its stack was never observed, so none is invented.
 const UnsampledFunction = "[on-CPU, not sampled]"
 
-// CPUScale is, per thread, the factor from the nominal weight of its timer
-// samples (one sampling period each) to its exact on-CPU time.
-type CPUScale map[uint32]float64
+// Scale is, per thread and state, the factor from the nominal weight of its
+// samples (one sampling period each: the timer's on CPU, the walks' off CPU
+// in walk mode) to its exact time in that state.
+type Scale map[threadState]float64
 
-// CPUScale returns the factors that make the on-CPU samples of each thread
-// of res add up to its exact CPU time.
-func (a *Aggregator) CPUScale(res *Result) CPUScale {
-	out := CPUScale{}
+// Scale returns the factors that make the sampled states of each thread of
+// res add up to its exact time in them.
+func (a *Aggregator) Scale(res *Result) Scale {
+	out := Scale{}
 	for _, t := range res.Threads {
-		if n := a.cpuNominal[t.TID]; n > 0 {
-			out[t.TID] = float64(t.Time[profile.OnCPU]) / float64(n)
+		for st := profile.State(0); st < profile.NumStates; st++ {
+			if n := a.nominal(t.TID, st); n > 0 {
+				out[threadState{t.TID, st}] = float64(t.Time[st]) / float64(n)
+			}
 		}
 	}
 	return out
 }
 
-// spreadCPU gives each thread's exact on-CPU time to its timer samples in
-// proportion to their counts: the share of a function within a thread is
-// the share of the thread's timer samples that caught it, perf's estimate,
-// unbiased at any rate, and the thread's total stays the kernel's. Time on
-// CPU is never given to a stack seen off CPU. A thread that ran but that no
-// sample caught gets one sample under UnsampledFunction. Rounding goes to
-// the thread's largest sample, so totals are exact to the nanosecond.
-func (a *Aggregator) spreadCPU(res *Result) {
-	byThread := map[uint32][]*aggEntry{}
+// nominal is the summed nominal weight of thread tid's samples in state st,
+// 0 where its samples there carry exact times.
+func (a *Aggregator) nominal(tid uint32, st profile.State) int64 {
+	if st == profile.OnCPU {
+		return a.cpuNominal[tid]
+	}
+	return a.walkNominal[threadState{tid, st}]
+}
+
+// sampled reports whether the samples of state st are nominal and scaled to
+// the threads' times: on CPU always, off CPU in walk mode.
+func sampled(res *Result, st profile.State) bool {
+	return st == profile.OnCPU || res.Walk
+}
+
+func (a *Aggregator) forgetWalk(tid uint32) {
+	for st := profile.State(0); st < profile.NumStates; st++ {
+		delete(a.walkNominal, threadState{tid, st})
+	}
+}
+
+// spread gives each thread's exact time in a sampled state (on CPU; off
+// CPU too in walk mode) to its samples of that state in proportion to
+// their counts: the share of a function within a thread is the share of
+// the thread's samples that caught it, perf's estimate, unbiased at any
+// rate, and the thread's total stays the kernel's. Time on CPU is never
+// given to a stack seen off CPU. A thread that spent time in a state but
+// that no sample caught there gets one sample under UnsampledFunction.
+// Rounding goes to the thread's largest sample, so totals are exact to the
+// nanosecond.
+func (a *Aggregator) spread(res *Result) {
+	byThread := map[threadState][]*aggEntry{}
 	for _, e := range a.order {
-		if e.state == profile.OnCPU && !e.unsampled && !e.dead {
-			byThread[e.tid] = append(byThread[e.tid], e)
+		if sampled(res, e.state) && !e.unsampled && !e.dead {
+			k := threadState{e.tid, e.state}
+			byThread[k] = append(byThread[k], e)
 		}
 	}
 	for _, t := range res.Threads {
-		total := int64(t.Time[profile.OnCPU])
-		es := byThread[t.TID]
-		if len(es) == 0 {
-			if total > 0 {
-				e := &aggEntry{pid: t.PID, tid: t.TID, comm: t.Name, state: profile.OnCPU, value: total, unsampled: true}
-				if e.comm == "" {
-					e.comm = a.comm[t.TID]
+		for st := profile.State(0); st < profile.NumStates; st++ {
+			if !sampled(res, st) {
+				continue
+			}
+			k := threadState{t.TID, st}
+			total := int64(t.Time[st])
+			es := byThread[k]
+			delete(byThread, k)
+			n := a.nominal(t.TID, st)
+			if len(es) == 0 || n <= 0 {
+				if total > 0 {
+					e := &aggEntry{pid: t.PID, tid: t.TID, comm: t.Name, state: st, value: total, unsampled: true}
+					if e.comm == "" {
+						e.comm = a.comm[t.TID]
+					}
+					a.order = append(a.order, e)
 				}
-				a.order = append(a.order, e)
+				for _, e := range es {
+					e.value = 0
+				}
+				continue
 			}
-			continue
-		}
-		n := a.cpuNominal[t.TID]
-		var given int64
-		big := es[0]
-		for _, e := range es {
-			e.value = int64(float64(e.value) * float64(total) / float64(n))
-			given += e.value
-			if e.value > big.value {
-				big = e
+			var given int64
+			big := es[0]
+			for _, e := range es {
+				e.value = int64(float64(e.value) * float64(total) / float64(n))
+				given += e.value
+				if e.value > big.value {
+					big = e
+				}
 			}
+			big.value += total - given
 		}
-		big.value += total - given
-	}
-	for _, t := range res.Threads {
-		delete(byThread, t.TID)
 	}
 	// Samples of a thread id that no record has (none should be left: the
 	// kernel side drops a thread's samples from its exit on) are in no
 	// thread's total: they are counted as lost rather than kept at a
 	// nominal weight that the totals do not have.
-	for _, es := range byThread {
+	for k, es := range byThread {
 		for _, e := range es {
 			e.dead = true
 			a.dead++
 			if res.Lost == nil {
 				res.Lost = map[string]uint64{}
 			}
-			res.Lost["cpu-sample-without-thread"]++
+			if k.state == profile.OnCPU {
+				res.Lost["cpu-sample-without-thread"]++
+			} else {
+				res.Lost["walk-sample-without-thread"]++
+			}
 		}
 	}
 }
 
-// scaleCPU multiplies the on-CPU samples of each thread by its factor in s
-// (threads without one keep their nominal weights).
-func (a *Aggregator) scaleCPU(s CPUScale) {
+// scale multiplies the sampled states' samples of each thread by its factor
+// in s (threads without one keep their nominal weights).
+func (a *Aggregator) scale(s Scale) {
 	for _, e := range a.order {
-		if f, ok := s[e.tid]; ok && e.state == profile.OnCPU && !e.unsampled && !e.dead {
+		if f, ok := s[threadState{e.tid, e.state}]; ok && !e.unsampled && !e.dead {
 			e.value = int64(float64(e.value) * f)
 		}
 	}
@@ -626,18 +683,18 @@ func (a *Aggregator) AddRemainder(r Remainder) bool {
 
 // Build turns a recording's result and its aggregated samples into a
 // symbolized profile: each thread's on-CPU samples add up to its exact CPU
-// time (spreadCPU), its off-CPU samples and remainders to its off-CPU time.
+// time (spread), its off-CPU samples and remainders to its off-CPU time.
 func Build(res *Result, a *Aggregator, kernel KernelResolver, command string) *profile.Profile {
-	a.spreadCPU(res)
+	a.spread(res)
 	return build(res, a, kernel, command)
 }
 
 // BuildWindow builds the profile of samples aggregated over part of a
 // recording (the goroutine view's window), scaling on-CPU samples by the
-// whole recording's factors (Aggregator.CPUScale of its aggregator, taken
+// whole recording's factors (Aggregator.Scale of its aggregator, taken
 // before Build), so that a sample weighs the same in both profiles.
-func BuildWindow(res *Result, a *Aggregator, scale CPUScale, kernel KernelResolver, command string) *profile.Profile {
-	a.scaleCPU(scale)
+func BuildWindow(res *Result, a *Aggregator, scale Scale, kernel KernelResolver, command string) *profile.Profile {
+	a.scale(scale)
 	return build(res, a, kernel, command)
 }
 
@@ -668,6 +725,9 @@ func buildEntries(res *Result, a *Aggregator, entries []*aggEntry, kernel Kernel
 	p.Recorder = &profile.Recorder{Accounting: profile.AccountSwitchTime, Kernel: res.Kernel}
 	if res.Resume {
 		p.Recorder.Accounting = profile.AccountResumption
+	}
+	if res.Walk {
+		p.Recorder.Accounting = profile.AccountWalk
 	}
 	b := &builder{p: p, a: a, kernel: kernel, locs: map[locKey]*profile.Location{}, maps: map[*profile.Mapping]*profile.Mapping{}}
 	for _, e := range entries {

@@ -829,7 +829,7 @@ func TestBuildSpreadsCPUOverTimerSamples(t *testing.T) {
 	}}
 	a := newAgg(map[uint64]int{0xa: 2, 0xb: 1})
 	window := newAgg(map[uint64]int{0xa: 1})
-	scale := a.CPUScale(res)
+	scale := a.Scale(res)
 	p := Build(res, a, nil, "")
 	byLeaf := map[string]int64{}
 	var total int64
@@ -875,5 +875,80 @@ func TestBuildDropsCPUSamplesWithoutThread(t *testing.T) {
 	}
 	if got := p.Lost["cpu-sample-without-thread"]; got != 2 {
 		t.Errorf("lost %v, want 2 samples without a thread", p.Lost)
+	}
+}
+
+// Walk mode: a thread's off-CPU samples weigh the time since its previous
+// walk (nominal) and are scaled, state by state, to its exact time in
+// that state, as its timer samples are to its CPU time; a walk's carry
+// (the thread still in the wait whose stack an earlier walk took) adds to
+// that sample's weight; a state the thread spent time in but that no walk
+// caught gets one sample under UnseenOffCPUFunction.
+func TestBuildSpreadsWalkSamples(t *testing.T) {
+	const ms = 1_000_000
+	walk := func(st profile.State, w uint64, pc uint64) *RawSample {
+		var ws [5]uint64
+		ws[st] = w
+		s := mkSample(1, 2, "t", ws, nil, []uint64{pc})
+		s.Walk = true
+		return s
+	}
+	carry := &RawSample{PID: 1, TID: 2, Carry: true, Walk: true, Weight: [5]uint64{profile.Sleeping: 10 * ms}}
+	add := func(a *Aggregator) {
+		for range 3 {
+			a.Add(walk(profile.Sleeping, 10*ms, 0xc))
+		}
+		a.Add(walk(profile.Sleeping, 30*ms, 0xd))
+		a.Add(carry)
+	}
+	res := &Result{EndNs: 10_000 * ms, PeriodNs: 10 * ms, Walk: true, Threads: []*ThreadRecord{
+		{PID: 1, TID: 2, Name: "t", EndNs: 10_000 * ms, Time: [5]uint64{profile.OnCPU: 300 * ms, profile.Runnable: 700 * ms, profile.Sleeping: 9_000 * ms}},
+	}}
+	a := NewAggregator(nil)
+	add(a)
+	window := NewAggregator(nil)
+	window.Add(walk(profile.Sleeping, 10*ms, 0xc))
+	scale := a.Scale(res)
+	p := Build(res, a, nil, "")
+	got := map[string]int64{}
+	var total int64
+	for _, s := range p.Samples {
+		got[fmt.Sprintf("%v %s", s.State, s.Stack[0].Frames[0].Function)] += s.Value
+		total += s.Value
+	}
+	want := map[string]int64{
+		"sleeping [unknown]+0xc":           9_000 * ms * 3 / 7,
+		"sleeping [unknown]+0xd":           9_000 * ms * 4 / 7,
+		"runnable " + UnseenOffCPUFunction: 700 * ms,
+		"on-cpu " + UnsampledFunction:      300 * ms,
+	}
+	for k, v := range want {
+		if d := got[k] - v; d < -2 || d > 2 {
+			t.Errorf("%s: %d, want %d (all: %v)", k, got[k], v, got)
+		}
+	}
+	if total != 10_000*ms {
+		t.Errorf("the samples add up to %d, want the thread's exact %d", total, 10_000*ms)
+	}
+	if p.Recorder == nil || p.Recorder.Accounting != profile.AccountWalk {
+		t.Errorf("recorder %+v, want accounting %q", p.Recorder, profile.AccountWalk)
+	}
+	w := BuildWindow(res, window, scale, nil, "")
+	if len(w.Samples) != 1 || w.Samples[0].Value < 9_000*ms/7-2 || w.Samples[0].Value > 9_000*ms/7+2 {
+		t.Errorf("window samples %+v, want one weighing a seventh of the thread's sleep", w.Samples)
+	}
+}
+
+// Outside walk mode off-CPU weights are exact and are not scaled.
+func TestBuildKeepsExactOffCPUWeights(t *testing.T) {
+	const ms = 1_000_000
+	a := NewAggregator(nil)
+	a.Add(mkSample(1, 2, "t", [5]uint64{profile.Sleeping: 40 * ms}, nil, []uint64{0xc}))
+	res := &Result{EndNs: 100 * ms, PeriodNs: 10 * ms, Threads: []*ThreadRecord{
+		{PID: 1, TID: 2, Name: "t", EndNs: 100 * ms, Time: [5]uint64{profile.Sleeping: 100 * ms}},
+	}}
+	p := Build(res, a, nil, "")
+	if len(p.Samples) != 1 || p.Samples[0].Value != 40*ms {
+		t.Errorf("samples %+v, want the one sample at its exact 40 ms", p.Samples)
 	}
 }

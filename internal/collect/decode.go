@@ -20,6 +20,7 @@ const (
 
 	sampleFinal = 1
 	sampleCarry = 2
+	sampleWalk  = 4
 
 	maxStack  = 127
 	snapBytes = 512
@@ -47,7 +48,11 @@ type RawSample struct {
 	Final bool // taken at the end of the recording; weights come from the thread table
 	// Carry: weights without a stack (time whose stack is unknown), for the
 	// thread's latest sample in the same state.
-	Carry   bool
+	Carry bool
+	// Walk: an off-CPU sample of walk mode (AccountWalk), one nominal
+	// period in the state the thread was in when walked; its thread's
+	// samples of that state are scaled to its time there.
+	Walk    bool
 	TS      uint64
 	Weight  [profile.NumStates]uint64
 	Regs    symbolize.Regs
@@ -170,6 +175,7 @@ func decodeSample(b []byte) (*RawSample, error) {
 		TID:   le.Uint32(b[8:]),
 		Final: le.Uint32(b[12:])&sampleFinal != 0,
 		Carry: le.Uint32(b[12:])&sampleCarry != 0,
+		Walk:  le.Uint32(b[12:])&sampleWalk != 0,
 		TS:    le.Uint64(b[16:]),
 	}
 	off := 24

@@ -360,6 +360,21 @@ func TestDecodeSampleFinalFlag(t *testing.T) {
 	}
 }
 
+func TestDecodeSampleFlags(t *testing.T) {
+	for _, c := range []struct {
+		flags              uint32
+		final, carry, walk bool
+	}{{0, false, false, false}, {sampleWalk, false, false, true}, {sampleCarry | sampleWalk, false, true, true},
+		{sampleFinal, true, false, false}, {0xffffffff, true, true, true}} {
+		r := goodSample()
+		r.flags = c.flags
+		s := decodeSampleT(t, r.bytes())
+		if s.Final != c.final || s.Carry != c.carry || s.Walk != c.walk {
+			t.Errorf("flags %#x: Final, Carry, Walk = %v, %v, %v, want %v, %v, %v", c.flags, s.Final, s.Carry, s.Walk, c.final, c.carry, c.walk)
+		}
+	}
+}
+
 func TestDecodeSampleComm(t *testing.T) {
 	for _, c := range []struct{ raw, want string }{
 		{"", ""},

@@ -30,9 +30,13 @@ type Plan struct {
 	Duration time.Duration // 0: until stopped or the target exits
 	// Stats says how the run time of wallprof's BPF programs is measured.
 	Stats StatsMode
-	// Accounting says how off-CPU intervals are closed (default: at each
-	// thread's resumption where the kernel allows it).
+	// Accounting says how off-CPU intervals are closed (default: see
+	// AccountAuto).
 	Accounting Accounting
+	// Live: the recording is read in windows while it runs (top, the
+	// agent), which walk mode does not support (its off-CPU samples are
+	// scaled over the whole recording): AccountAuto does not walk.
+	Live bool
 	// NoRunDelay probes sched_wakeup for the end of a block even where
 	// schedstat gives it (switch-time accounting; to compare).
 	NoRunDelay bool
@@ -126,4 +130,14 @@ const MinOffCPUPeriod = time.Millisecond
 // no cost for a thread that blocks for long (one stack per wait at most).
 func (p Plan) OffCPUPeriodNs() uint64 {
 	return max(p.PeriodNs()/4, uint64(MinOffCPUPeriod))
+}
+
+// WalkPeriodNs is the mean interval between two walks of the threads in
+// walk mode (AccountWalk): an eighth of the sampling period, but not under
+// MinOffCPUPeriod. A walk samples each thread's state at an instant; the
+// share of a wait of a few milliseconds among a thread's waits has a
+// sampling error that shrinks with the number of walks, and a thread that
+// stays in one wait costs a walk almost nothing (its stack is read once).
+func (p Plan) WalkPeriodNs() uint64 {
+	return max(p.PeriodNs()/8, uint64(MinOffCPUPeriod))
 }

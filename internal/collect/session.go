@@ -54,6 +54,7 @@ type Session struct {
 	onExec    func(pid uint32)
 	onFold    func(pid, tid, into uint32)
 	resume    bool          // accounting at each thread's resumption (Attachment.Resume)
+	walk      *walker       // accounting by walking the threads (Attachment.Walk), nil otherwise
 	cpuOpen   time.Duration // CPU time when Open began
 	cpuStart  time.Duration // CPU time when recording began (probes attached)
 
@@ -280,7 +281,17 @@ func (s *Session) attachTable(a Attachment) error {
 	if err := s.objs.core.UseRd.Set(boolByte(a.UseRunDelay)); err != nil {
 		return fmt.Errorf("configure BPF program (use_rd): %w", err)
 	}
+	if err := s.objs.core.WalkMode.Set(boolByte(a.Walk)); err != nil {
+		return fmt.Errorf("configure BPF program (walk_mode): %w", err)
+	}
 	s.resume = a.Resume
+	if a.Walk {
+		w, err := newWalker(s.objs.core.WalkStates, s.objs.core.WalkStacks, s.walkTgids(), time.Duration(s.plan.WalkPeriodNs()))
+		if err != nil {
+			return err
+		}
+		s.walk = w
+	}
 	for _, name := range a.Tracing {
 		p := s.program(name)
 		if p == nil {
@@ -296,6 +307,15 @@ func (s *Session) attachTable(a Attachment) error {
 		s.attachSwitchIn()
 	}
 	return nil
+}
+
+// walkTgids is the map of target processes the walker visits one by one,
+// nil when it visits every task (system-wide).
+func (s *Session) walkTgids() *ebpf.Map {
+	if s.plan.All {
+		return nil
+	}
+	return s.objs.core.Tgids
 }
 
 // attachExec attaches on_exec, whose events have Run call the OnExec
@@ -657,6 +677,8 @@ type coreObjects struct {
 	OnSysExit   *ebpf.Program  `ebpf:"on_sys_exit"`
 	OnCpuSample *ebpf.Program  `ebpf:"on_cpu_sample"`
 	DumpOffcpu  *ebpf.Program  `ebpf:"dump_offcpu"`
+	WalkStates  *ebpf.Program  `ebpf:"walk_states"`
+	WalkStacks  *ebpf.Program  `ebpf:"walk_stacks"`
 	Events      *ebpf.Map      `ebpf:"events"`
 	Lost        *ebpf.Map      `ebpf:"lost"`
 	Pendings    *ebpf.Map      `ebpf:"pendings"`
@@ -676,12 +698,13 @@ type coreObjects struct {
 	StartNs     *ebpf.Variable `ebpf:"start_ns"`
 	UseRd       *ebpf.Variable `ebpf:"use_rd"`
 	ResumeMode  *ebpf.Variable `ebpf:"resume_mode"`
+	WalkMode    *ebpf.Variable `ebpf:"walk_mode"`
 }
 
 func (o *objects) programs() []*ebpf.Program {
 	c := &o.core
 	return append([]*ebpf.Program{c.OnSwitch, c.OnWakeup, c.OnWakeupNew, c.OnFork, c.OnSysExit,
-		c.OnCpuSample, c.DumpOffcpu, o.exitTP, o.resume, o.taskExit}, o.optional...)
+		c.OnCpuSample, c.DumpOffcpu, c.WalkStates, c.WalkStacks, o.exitTP, o.resume, o.taskExit}, o.optional...)
 }
 
 func (o *objects) Close() error {

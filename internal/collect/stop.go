@@ -52,6 +52,9 @@ type Result struct {
 	// Resume says the accounting ran at each thread's resumption
 	// (sched_exit_tp) rather than at sched_switch.
 	Resume bool
+	// Walk says no program ran at a switch: the threads were walked every
+	// sampling period (AccountWalk).
+	Walk   bool
 	Kernel string // uname -r of the recording machine
 	Cost   profile.Cost
 }
@@ -62,7 +65,13 @@ type Result struct {
 // Run must have been started.
 func (s *Session) Stop() (*Result, error) {
 	cpuStop := linux.CPUTime()
-	iterErr := s.dumpOffCPU()
+	var iterErr error
+	walked := s.walk != nil
+	if walked {
+		iterErr = s.walk.stop()
+	} else {
+		iterErr = s.dumpOffCPU()
+	}
 	s.detach()
 	end := linux.Monotonic()
 	close(s.done)
@@ -82,6 +91,7 @@ func (s *Session) Stop() (*Result, error) {
 
 		RecoveredSwitchIns: s.counter(recoveredSwitchIn),
 		Resume:             s.resume,
+		Walk:               walked,
 	}
 	res.Kernel, _, _, _ = linux.KernelRelease()
 	if n := s.decodeErrs.Load(); n > 0 {
@@ -247,6 +257,10 @@ func (s *Session) detach() {
 		unix.Close(fd)
 	}
 	s.perfFDs = nil
+	if s.walk != nil {
+		s.walk.close()
+		s.walk = nil
+	}
 	for _, l := range s.links {
 		_ = l.Close()
 	}

@@ -358,6 +358,8 @@ func recorderSummary(r *profile.Recorder) string {
 		how = "off-CPU time accounted at each thread's resumption (sched_exit_tp)"
 	case profile.AccountSwitchTime:
 		how = "off-CPU time accounted at each context switch (sched_switch)"
+	case profile.AccountWalk:
+		how = "threads walked from wallprof's CPU, no program at a context switch"
 	case "":
 		how = "off-CPU accounting unknown"
 	default:

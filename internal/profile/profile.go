@@ -171,11 +171,14 @@ const (
 	AccountResumption = "resumption"
 	// AccountSwitchTime: at every sched_switch and the switch-in after it.
 	AccountSwitchTime = "switch-time"
+	// AccountWalk: no program at a switch; every sampling period the
+	// threads' counters are read and the stacks of those off CPU taken.
+	AccountWalk = "walk"
 )
 
 // Recorder is how a recording was made, for whoever reads the file later.
 type Recorder struct {
-	Accounting string // AccountResumption or AccountSwitchTime
+	Accounting string // AccountResumption, AccountSwitchTime or AccountWalk
 	Kernel     string // the recording machine's kernel release (uname -r)
 }
 

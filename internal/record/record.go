@@ -12,7 +12,7 @@
 //	  go session.Run(add)        the ring buffer, into the aggregator (and the goroutine tap)
 //	  startGoroutines            the goroutine view, when the target is a Go program
 //	Stop()                       goroutine view first, then session.Stop (final stacks, detach, drain)
-//	Profile()                    kernel symbols, notes, CPUScale before collect.Build, the goroutine window
+//	Profile()                    kernel symbols, notes, Scale before collect.Build, the goroutine window
 //
 // The commands keep their flags, the launch of a command, the wait for a
 // signal or a duration, the output files and the summary.
@@ -236,7 +236,7 @@ func start(pids []int, o Options, d deps) (*Recording, error) {
 	}
 	r.agg = r.newAggregator()
 	plan := collect.Plan{PIDs: r.pids, FollowForks: o.FollowForks, Freq: o.Freq,
-		Duration: o.Duration, Stats: o.Stats}
+		Duration: o.Duration, Stats: o.Stats, Live: o.Live > 0}
 	if o.All {
 		plan.PIDs, plan.All, plan.FollowForks = nil, true, false
 	}
@@ -725,7 +725,7 @@ func (r *Recording) Profile() (*profile.Profile, error) {
 	// sample count, in the whole recording and in the goroutine view's
 	// window alike. The factors are taken before Build, which scales the
 	// aggregator's samples in place.
-	scale := r.agg.CPUScale(res)
+	scale := r.agg.Scale(res)
 	p := collect.Build(res, r.agg, kr, r.command)
 	r.gomu.Lock()
 	gview, window, gonote := r.gview, r.gotapDone, r.gonote

@@ -87,8 +87,9 @@ var allConfigs = []config{
 	{Name: "wallprof-99-sysexit-nostats", Wrap: func(e *env, argv []string) []string {
 		return append([]string{"env", "WALLPROF_EXIT_TP=0"}, wallprofAt("wallprof-99-sysexit-nostats", 99, "--bpf-stats", "off")(e, argv)...)
 	}, Wallprof: true, Optional: true},
-	// Where a switch's BPF time goes (WALLPROF_BENCH_CUT: the switch
-	// program stops part way; its profile is wrong): 6 at once (an empty
+	// Where a switch's BPF time goes in the resumption accounting
+	// (WALLPROF_BENCH_CUT: the switch program stops part way; its profile
+	// is wrong): 6 at once (an empty
 	// program, in wallprof's recording), 1 before the target
 	// check, 2 after it, 3 after the thread lookup, 4 after reading the
 	// counters and the clock; 5 all of it and one more thread lookup.
@@ -96,10 +97,19 @@ var allConfigs = []config{
 	// cut1 without the BPF statistics, and without the unwind tables (no
 	// re-reading of the command's mappings as it starts).
 	{Name: "wallprof-99-cut1-nostats", Wrap: func(e *env, argv []string) []string {
-		return append([]string{"env", "WALLPROF_BENCH_CUT=1"}, wallprofAt("wallprof-99-cut1-nostats", 99, "--bpf-stats", "off")(e, argv)...)
+		return append([]string{"env", "WALLPROF_ACCOUNTING=resume", "WALLPROF_BENCH_CUT=1"}, wallprofAt("wallprof-99-cut1-nostats", 99, "--bpf-stats", "off")(e, argv)...)
 	}, Wallprof: true, Optional: true},
 	{Name: "wallprof-99-cut1-fp", Wrap: func(e *env, argv []string) []string {
-		return append([]string{"env", "WALLPROF_BENCH_CUT=1", "WALLPROF_UNWIND=fp"}, wallprofAt("wallprof-99-cut1-fp", 99)(e, argv)...)
+		return append([]string{"env", "WALLPROF_ACCOUNTING=resume", "WALLPROF_BENCH_CUT=1", "WALLPROF_UNWIND=fp"}, wallprofAt("wallprof-99-cut1-fp", 99)(e, argv)...)
+	}, Wallprof: true, Optional: true},
+	// record's default walks the threads (no program at a switch); the
+	// accounting at each thread's resumption that top and the agent use,
+	// one program run per switch (WALLPROF_ACCOUNTING=resume).
+	{Name: "wallprof-99-resume", Wrap: func(e *env, argv []string) []string {
+		return append([]string{"env", "WALLPROF_ACCOUNTING=resume"}, wallprofAt("wallprof-99-resume", 99)(e, argv)...)
+	}, Wallprof: true, Optional: true},
+	{Name: "wallprof-999-resume", Wrap: func(e *env, argv []string) []string {
+		return append([]string{"env", "WALLPROF_ACCOUNTING=resume"}, wallprofAt("wallprof-999-resume", 999)(e, argv)...)
 	}, Wallprof: true, Optional: true},
 	// The baseline binary (WALLPROF_BASE), for before/after in one run.
 	{Name: "wallprof-base-99", Wrap: wallprofBaseAt("wallprof-base-99", 99), Base: true, Optional: true, WithBase: true},
@@ -139,6 +149,11 @@ var allConfigs = []config{
 	// an empty program on each tracepoint its default mode uses.
 	{Name: "hook-floor-99", Wrap: func(e *env, argv []string) []string {
 		return append([]string{e.Timerfloor, "-F", "99", "-bpf", "-hooks", "default", "--"}, argv...)
+	}, Optional: true},
+	// The same for walk mode: its tracepoints are the new threads', the
+	// forks' and the exits'.
+	{Name: "hook-floor-99-walk", Wrap: func(e *env, argv []string) []string {
+		return append([]string{e.Timerfloor, "-F", "99", "-bpf", "-hooks", "sched_wakeup_new,sched_process_fork,sched_process_exit", "--"}, argv...)
 	}, Optional: true},
 	{Name: "timer-bpf-999", Wrap: func(e *env, argv []string) []string {
 		return append([]string{e.Timerfloor, "-F", "999", "-bpf", "--"}, argv...)
@@ -201,6 +216,6 @@ func configNames() string {
 func cutConfig(n int) config {
 	name := fmt.Sprintf("wallprof-99-cut%d", n)
 	return config{Name: name, Wrap: func(e *env, argv []string) []string {
-		return append([]string{"env", fmt.Sprintf("WALLPROF_BENCH_CUT=%d", n)}, wallprofAt(name, 99)(e, argv)...)
+		return append([]string{"env", "WALLPROF_ACCOUNTING=resume", fmt.Sprintf("WALLPROF_BENCH_CUT=%d", n)}, wallprofAt(name, 99)(e, argv)...)
 	}, Wallprof: true, Optional: true}
 }

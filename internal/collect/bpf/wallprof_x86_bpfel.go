@@ -192,6 +192,8 @@ const (
 	WallprofProgOnWakeup        = "on_wakeup"
 	WallprofProgOnWakeupNew     = "on_wakeup_new"
 	WallprofProgSnapshotThreads = "snapshot_threads"
+	WallprofProgWalkStacks      = "walk_stacks"
+	WallprofProgWalkStates      = "walk_states"
 	WallprofVarAllTargets       = "all_targets"
 	WallprofVarBenchCut         = "bench_cut"
 	WallprofVarClockCal         = "clock_cal"
@@ -213,6 +215,7 @@ const (
 	WallprofVarUnusedUnwRow     = "unused_unw_row"
 	WallprofVarUnwindTables     = "unwind_tables"
 	WallprofVarUseRd            = "use_rd"
+	WallprofVarWalkMode         = "walk_mode"
 )
 
 // LoadWallprof returns the embedded CollectionSpec for Wallprof.
@@ -270,6 +273,8 @@ type WallprofProgramSpecs struct {
 	OnWakeup        *ebpf.ProgramSpec `ebpf:"on_wakeup"`
 	OnWakeupNew     *ebpf.ProgramSpec `ebpf:"on_wakeup_new"`
 	SnapshotThreads *ebpf.ProgramSpec `ebpf:"snapshot_threads"`
+	WalkStacks      *ebpf.ProgramSpec `ebpf:"walk_stacks"`
+	WalkStates      *ebpf.ProgramSpec `ebpf:"walk_states"`
 }
 
 // WallprofMapSpecs contains maps before they are loaded into the kernel.
@@ -319,6 +324,7 @@ type WallprofVariableSpecs struct {
 	UnusedUnwRow     *ebpf.VariableSpec `ebpf:"unused_unw_row"`
 	UnwindTables     *ebpf.VariableSpec `ebpf:"unwind_tables"`
 	UseRd            *ebpf.VariableSpec `ebpf:"use_rd"`
+	WalkMode         *ebpf.VariableSpec `ebpf:"walk_mode"`
 }
 
 // WallprofObjects contains all objects after they have been loaded into the kernel.
@@ -405,6 +411,7 @@ type WallprofVariables struct {
 	UnusedUnwRow     *ebpf.Variable `ebpf:"unused_unw_row"`
 	UnwindTables     *ebpf.Variable `ebpf:"unwind_tables"`
 	UseRd            *ebpf.Variable `ebpf:"use_rd"`
+	WalkMode         *ebpf.Variable `ebpf:"walk_mode"`
 }
 
 // WallprofPrograms contains all programs after they have been loaded into the kernel.
@@ -424,6 +431,8 @@ type WallprofPrograms struct {
 	OnWakeup        *ebpf.Program `ebpf:"on_wakeup"`
 	OnWakeupNew     *ebpf.Program `ebpf:"on_wakeup_new"`
 	SnapshotThreads *ebpf.Program `ebpf:"snapshot_threads"`
+	WalkStacks      *ebpf.Program `ebpf:"walk_stacks"`
+	WalkStates      *ebpf.Program `ebpf:"walk_states"`
 }
 
 func (p *WallprofPrograms) Close() error {
@@ -441,6 +450,8 @@ func (p *WallprofPrograms) Close() error {
 		p.OnWakeup,
 		p.OnWakeupNew,
 		p.SnapshotThreads,
+		p.WalkStacks,
+		p.WalkStates,
 	)
 }
 

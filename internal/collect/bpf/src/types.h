@@ -37,6 +37,7 @@ struct sched_entity {
 	__u64 sum_exec_runtime;
 	__u64 prev_sum_exec_runtime; /* sum_exec_runtime at its latest pick (switch-in) */
 	struct cfs_rq *cfs_rq; /* CONFIG_FAIR_GROUP_SCHED */
+	unsigned char sched_delayed; /* Linux 6.12+: blocked, but left on its run queue until its lag is spent (DELAY_DEQUEUE) */
 };
 
 /* schedstat (CONFIG_SCHED_INFO): time spent waiting on a run queue. */

@@ -76,7 +76,9 @@
 #define EEXIST 17
 
 enum { EV_SAMPLE = 1, EV_EXIT = 2, EV_EXEC = 3 };
-enum { SAMPLE_FINAL = 1, SAMPLE_CARRY = 2 };
+/* SAMPLE_WALK: an off-CPU sample of walk mode, one nominal period in the
+ * state the thread was in when walked. */
+enum { SAMPLE_FINAL = 1, SAMPLE_CARRY = 2, SAMPLE_WALK = 4 };
 
 enum {
 	LOST_RINGBUF = 0,
@@ -176,6 +178,10 @@ volatile u8 use_rd = 0;
  * schedstat run_delay (rd_out), its voluntary and involuntary switches
  * (nvcsw, nivcsw); based is 1 once those are set. */
 volatile u8 resume_mode = 0;
+/* Set by user space when no program runs at a switch: the threads' times
+ * come from the kernel's counters, read by walk_states every sampling
+ * period, and their off-CPU stacks from the same walk (see walk_states). */
+volatile u8 walk_mode = 0;
 
 /* The target processes, for a quick answer to "is this task ours?" on every
  * switch and wake-up of the machine: set by user space before attaching,
@@ -429,6 +435,14 @@ static __always_inline u64 rq_clock(struct task_struct *p)
 {
 	struct rq *rq = task_rq(p);
 	return rq ? rq->clock : 0;
+}
+
+/* rq_clocks reads the clocks of the run queue p is on. */
+static __always_inline void rq_clocks(struct task_struct *p, u64 *clock, u64 *clock_task)
+{
+	struct rq *rq = task_rq(p);
+	*clock = rq ? rq->clock : 0;
+	*clock_task = rq ? rq->clock_task : 0;
 }
 
 /* sched_now is the time of a scheduler event on p's run queue, on
@@ -1159,7 +1173,7 @@ int BPF_PROG(on_wakeup_new, struct task_struct *p)
 {
 	u64 now = bpf_ktime_get_ns();
 	struct tstate *st = lookup_thread(p->pid, p->tgid, now, NEW_THREAD);
-	if (st && resume_mode && !st->based) {
+	if (st && (resume_mode || walk_mode) && !st->based) {
 		/* Its counters start at zero: from its creation on, what they
 		 * gain is its time, counted at its resumptions. */
 		st->on_cpu = 1;
@@ -1869,6 +1883,237 @@ int BPF_PROG(on_resume, bool is_switch)
 	return 0;
 }
 
+/* ======================================================================
+ * Accounting by walking the threads (walk_mode == 1).
+ *
+ * No program runs at a switch. Every sampling period user space runs
+ * walk_states and walk_stacks, task iterators, from its own CPU: for each
+ * target thread they
+ * closes the interval since the previous walk from the kernel's counters
+ * (CPU time, schedstat's wait for a CPU; the rest blocked, of the kind the
+ * thread is in when walked, or was in at the previous walk), and takes the
+ * stacks of a thread that is off CPU now: one sample in the state it is in
+ * (runnable or blocked), weighing the time since its previous walk,
+ * wherever it is in a block.
+ * Sampling at instants that the program does not choose is unbiased
+ * however short its phases; user space scales each thread's samples of a
+ * state to its time in that state, as it does the timer's on-CPU samples.
+ * Fields used: first_ts, in_ts and out_ts (the latest walk), last_exec and
+ * rd_out (the counters at the thread's base), nvcsw and nivcsw (its time
+ * on CPU and runnable before its base), wake_cpu (its voluntary switches at
+ * the latest walk), out_state (its state at the latest walk), on_cpu,
+ * based; last_runnable and pad2 between a walk's two passes (walk_states).
+ * ====================================================================== */
+
+/* walk_counters reads task's CPU time and its wait for a CPU, each with the
+ * part the kernel has not added yet: a running thread's run since its CPU
+ * time was last brought up to date, a queued one's wait so far (its run
+ * queue's clocks, as last updated: behind by at most a tick). Both only
+ * grow, so the intervals between walks add up to the counters' gain. */
+static __always_inline void walk_counters(struct task_struct *task, u64 *exec, u64 *rd)
+{
+	u64 e = task->se.sum_exec_runtime;
+	u64 c = 0, ct = 0;
+	if (task->on_cpu) {
+		rq_clocks(task, &c, &ct);
+		u64 start = task->se.exec_start;
+		if (ct > start && start)
+			e += ct - start;
+	}
+	*exec = e;
+	u64 r = 0;
+	if (bpf_core_field_exists(task->sched_info.run_delay)) {
+		r = task->sched_info.run_delay;
+		u64 lq = task->sched_info.last_queued;
+		if (lq) {
+			if (!c)
+				rq_clocks(task, &c, &ct);
+			if (c > lq)
+				r += c - lq;
+		}
+	}
+	*rd = r;
+}
+
+/* last_blocked is the kind of task's latest block: uninterruptible (and
+ * not TASK_NOLOAD) or not, as its switch-out left it. */
+static __always_inline u8 last_blocked(struct task_struct *task)
+{
+	return BPF_CORE_READ_BITFIELD(task, sched_contributes_to_load) ? ST_DISK : ST_SLEEPING;
+}
+
+/* ran_at is when task last ran (its CPU time was last charged), on its run
+ * queue's clock: se.exec_start is on the queue's clock_task, which lags the
+ * clock by the IRQ and steal time it has seen (their difference as last
+ * updated, which moves only by the IRQ time since). */
+static __always_inline u64 ran_at(struct task_struct *task)
+{
+	u64 c, ct;
+	rq_clocks(task, &c, &ct);
+	return task->se.exec_start + (c > ct ? c - ct : 0);
+}
+
+/* walk_kind is the state task was in at the walk's instant, since (the
+ * walker's arrival on its CPU; 0 from task itself, at its exit): on a CPU,
+ * waiting for one, or blocked (of the kind its __state says). The walk
+ * reads the threads one after the other, tens of microseconds, while they
+ * go on: one woken since waits for a CPU now but was blocked then; one
+ * that ran since (blocked or preempted now) was most likely running then.
+ * (One that is running now is taken as running then.) */
+static __always_inline u8 walk_kind(struct task_struct *task, u64 since)
+{
+	if (task->on_cpu)
+		return ST_ONCPU;
+	/* A thread that blocked may be left on its run queue a while (EEVDF's
+	 * delayed dequeue, Linux 6.12+): it does not wait for a CPU. */
+	bool delayed = bpf_core_field_exists(task->se.sched_delayed) && task->se.sched_delayed;
+	bool ran = since && ran_at(task) > since;
+	if (task->on_rq && !delayed) {
+		if (!bpf_core_field_exists(task->sched_info.last_queued))
+			return ST_RUNNABLE;
+		u64 q = task->sched_info.last_queued;
+		if (since && q > since)
+			return ran ? ST_ONCPU : last_blocked(task);
+		/* Woken back onto the run queue it was left on, it waits for
+		 * a CPU, but schedstat does not count the wait (no
+		 * last_queued): the counters, and so its times, have it
+		 * blocked until it runs; its sample says so too, or the stacks
+		 * it blocks in would have less than their time and the rest
+		 * more. */
+		if (!q)
+			return last_blocked(task);
+		return ST_RUNNABLE;
+	}
+	if (ran)
+		return ST_ONCPU;
+	return classify(false, task->__state);
+}
+
+/* add_state adds d to st's time in state k, by constant offsets (the
+ * verifier cannot always follow a bounded index through the compiler's
+ * reordering). */
+static __always_inline void add_state(struct tstate *st, u8 k, u64 d)
+{
+	switch (k) {
+	case ST_ONCPU:
+		st->time[ST_ONCPU] += d;
+		break;
+	case ST_RUNNABLE:
+		st->time[ST_RUNNABLE] += d;
+		break;
+	case ST_SLEEPING:
+		st->time[ST_SLEEPING] += d;
+		break;
+	case ST_DISK:
+		st->time[ST_DISK] += d;
+		break;
+	default:
+		st->time[ST_OTHER] += d;
+	}
+}
+
+/* take_blocked takes up to *d from st's blocked time of kind k, and
+ * lowers *d by what it took. */
+static __always_inline void take_blocked(struct tstate *st, u8 k, u64 *d)
+{
+	u64 *t;
+	switch (k) {
+	case ST_DISK:
+		t = &st->time[ST_DISK];
+		break;
+	case ST_OTHER:
+		t = &st->time[ST_OTHER];
+		break;
+	default:
+		t = &st->time[ST_SLEEPING];
+	}
+	u64 n = *t < *d ? *t : *d;
+	*t -= n;
+	*d -= n;
+}
+
+/* walk_account brings st's times up to now from task's counters, and
+ * returns the state task is in. The times are kept whole since the
+ * thread's accounting began (first_ts): CPU time and wait for a CPU are
+ * the counters' gain since its base (last_exec, rd_out) plus what was
+ * counted in those states before it (nvcsw, nivcsw: unused otherwise in
+ * this mode), and the rest of the wall time it was blocked. Only the
+ * blocked time's kind is taken per walk: what it gained since the previous
+ * walk is of the kind the thread blocks in now, or blocked in then. So a
+ * counter that lagged at one walk (a running thread's CPU time is brought
+ * up to date at the tick) is made good at the next, and the totals at the
+ * thread's exit or the recording's end are the counters'. A thread seen
+ * for the first time is based here, its time since first_ts counted in the
+ * state it is in. since is the walk's instant (walk_kind), 0 when task
+ * exits (in its own context). */
+static __always_inline u8 walk_account(struct task_struct *task, struct tstate *st, u64 now, u64 since)
+{
+	u64 exec, rd;
+	walk_counters(task, &exec, &rd);
+	u8 k = walk_kind(task, since);
+	bool exiting = !since;
+	if (!st->based) {
+		u64 gap = st->first_ts && now > st->first_ts ? now - st->first_ts : 0;
+		if (!st->first_ts)
+			st->first_ts = now;
+		st->nvcsw = 0;
+		st->nivcsw = 0;
+		if (k == ST_ONCPU)
+			st->nvcsw = gap;
+		else if (k == ST_RUNNABLE)
+			st->nivcsw = gap;
+		else
+			add_state(st, k, gap);
+		st->last_exec = exec;
+		st->rd_out = rd;
+		st->based = 1;
+	}
+	u64 wall = now > st->first_ts ? now - st->first_ts : 0;
+	u64 cpu = st->nvcsw + (exec > st->last_exec ? exec - st->last_exec : 0);
+	if (cpu > wall)
+		cpu = wall;
+	u64 run = st->nivcsw + (rd > st->rd_out ? rd - st->rd_out : 0);
+	if (run > wall - cpu)
+		run = wall - cpu;
+	u64 blocked = wall - cpu - run;
+	u64 had = st->time[ST_SLEEPING] + st->time[ST_DISK] + st->time[ST_OTHER];
+	u32 nv = (u32)task->nvcsw;
+	bool ran_then = st->out_state == ST_ONCPU || st->out_state == ST_RUNNABLE;
+	if (exiting && ran_then && nv == st->wake_cpu && blocked > had) {
+		/* Exiting, in its own context, it was running (or waiting to)
+		 * at the previous walk (or its creation) and has not blocked
+		 * since: what looks blocked since is the run that the kernel
+		 * has not charged yet (a short-lived thread's whole life). */
+		cpu += blocked - had;
+		blocked = had;
+	}
+	st->wake_cpu = nv;
+	st->time[ST_ONCPU] = cpu;
+	st->time[ST_RUNNABLE] = run;
+	/* Blocked since the previous walk: of the kind it blocks in now, or
+	 * blocked in then. */
+	u8 b = k;
+	if (b == ST_ONCPU || b == ST_RUNNABLE)
+		b = st->out_state;
+	if (b == ST_ONCPU || b == ST_RUNNABLE || b >= NSTATES)
+		b = ST_SLEEPING;
+	if (blocked >= had) {
+		add_state(st, b, blocked - had);
+	} else {
+		u64 d = had - blocked;
+		take_blocked(st, b, &d);
+		take_blocked(st, ST_SLEEPING, &d);
+		take_blocked(st, ST_DISK, &d);
+		take_blocked(st, ST_OTHER, &d);
+	}
+	st->in_ts = now;
+	st->out_ts = now;
+	st->wake_ts = 0;
+	st->out_state = k;
+	st->on_cpu = k == ST_ONCPU;
+	return k;
+}
+
 /* A thread exits (in its own context): it has run since its latest switch-in
  * (a block or a preemption since would have been a resume). */
 SEC("tp_btf/sched_process_exit")
@@ -1880,7 +2125,9 @@ int BPF_PROG(on_task_exit, struct task_struct *p)
 	if (!st)
 		return 0;
 	u64 now = bpf_ktime_get_ns();
-	if (st->based && now > st->in_ts) {
+	if (walk_mode) {
+		walk_account(task, st, now, 0);
+	} else if (st->based && now > st->in_ts) {
 		u64 span = now - st->in_ts;
 		u64 cpu, off, run, exec, rd;
 		resume_split(task, st, span, 0, &cpu, &off, &run, &exec, &rd);
@@ -2013,6 +2260,37 @@ static __always_inline u32 snapshot_task(struct task_struct *task, u64 sp, u8 *o
 	return 0;
 }
 
+/* emit_task_sample sends the stacks of task, a thread of a target that is
+ * off CPU, read from another thread's context (a task iterator), with
+ * weight w in state k (none when k is NSTATES). */
+static __always_inline void emit_task_sample(struct task_struct *task, u32 tid, u32 flags, u32 k, u64 w)
+{
+	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(LOST_RINGBUF);
+		return;
+	}
+	e->type = EV_SAMPLE;
+	e->pid = task->tgid;
+	e->tid = tid;
+	e->flags = flags;
+	e->unwind = 0;
+	e->ts = bpf_ktime_get_ns();
+#pragma unroll
+	for (int i = 0; i < NSTATES; i++)
+		e->weight[i] = i == k ? w : 0;
+	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->comm);
+	read_user_regs(task, e);
+	e->klen = bpf_get_task_stack(task, e->kstack, sizeof(e->kstack), 0);
+	if (e->klen < 0)
+		count_lost(LOST_KSTACK);
+
+	if (!unwind_task(task, e))
+		e->ulen = walk_task_user(task, e->ip, e->bp, e->ustack) * 8;
+	e->snap_len = snapshot_task(task, e->sp, e->snap);
+	bpf_ringbuf_submit(e, 0);
+}
+
 /* End of recording: the stacks of target threads that are off CPU. The
  * weights are filled in by user space from the thread table. */
 SEC("iter.s/task")
@@ -2031,30 +2309,159 @@ int dump_offcpu(struct bpf_iter__task *ctx)
 	} else if (st->on_cpu) {
 		return 0;
 	}
+	emit_task_sample(task, tid, SAMPLE_FINAL, NSTATES, 0);
+	return 0;
+}
+
+/* WALKED_OUT marks a pending carry (last_runnable) for a thread that the
+ * walker preempted: the rest is when walk_states saw it. */
+#define WALKED_OUT (1ULL << 63)
+
+/* walked_out reports whether task, runnable, waits for the CPU that the
+ * walk itself runs on, put back on its queue when the walker arrived there
+ * (the scheduler stamps both with one clock reading): the walker preempted
+ * it. (A thread woken during the walk is queued later: it waits, and is
+ * sampled waiting.) It was running at the walk's instant; its wait for
+ * the walk is real (counted runnable) but lasts the walk, not the time
+ * since the previous one: weighed as such (WALKED_OUT), or the stacks it
+ * is preempted in would take the runnable time of those it really waits
+ * in. */
+static __always_inline bool walked_out(struct task_struct *task, u64 since)
+{
+	if (task_cpu(task) != bpf_get_smp_processor_id())
+		return false;
+	if (!bpf_core_field_exists(task->sched_info.last_queued))
+		return false;
+	u64 q = task->sched_info.last_queued;
+	return q && q == since;
+}
+
+/* emit_walk_carry sends w, in state k, for thread tid of process pid
+ * without a stack: user space adds it to the thread's latest sample in that
+ * state. */
+static __always_inline void emit_walk_carry(u32 pid, u32 tid, u32 k, u64 w)
+{
 	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count_lost(LOST_RINGBUF);
-		return 0;
+		return;
 	}
 	e->type = EV_SAMPLE;
-	e->pid = task->tgid;
+	e->pid = pid;
 	e->tid = tid;
-	e->flags = SAMPLE_FINAL;
+	e->flags = SAMPLE_CARRY | SAMPLE_WALK;
 	e->unwind = 0;
 	e->ts = bpf_ktime_get_ns();
 #pragma unroll
 	for (int i = 0; i < NSTATES; i++)
-		e->weight[i] = 0;
-	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->comm);
-	read_user_regs(task, e);
-	e->klen = bpf_get_task_stack(task, e->kstack, sizeof(e->kstack), 0);
-	if (e->klen < 0)
-		count_lost(LOST_KSTACK);
-
-	if (!unwind_task(task, e))
-		e->ulen = walk_task_user(task, e->ip, e->bp, e->ustack) * 8;
-	e->snap_len = snapshot_task(task, e->sp, e->snap);
+		e->weight[i] = i == k ? w : 0;
+	e->comm[0] = 0;
+	e->ip = e->sp = e->bp = 0;
+	e->klen = 0;
+	e->ulen = 0;
+	e->snap_len = 0;
 	bpf_ringbuf_submit(e, 0);
+}
+
+/* Walk mode, every sampling period, from user space on its own CPU (see
+ * walk_account), in two passes so that every thread's state is read at
+ * nearly one instant: the stacks take ~10 us a thread to read, and while
+ * the walker holds a CPU the threads it has not read yet change state
+ * around it (those woken meanwhile cannot run on it).
+ *
+ * walk_states: every target thread's times brought up to now and the state
+ * it is in taken; one that is off CPU gets a sample pending, of the time
+ * since its previous walk (the walks come late when the CPUs are busy, and
+ * a nominal period each would make busy moments weigh less), in that state
+ * (out_state), with its switch count then (pad2). */
+SEC("iter.s/task")
+int walk_states(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	if (!task)
+		return 0;
+	u32 tid = task->pid;
+	u32 tgid = task->tgid;
+	if (tid == 0 || !is_target(tgid))
+		return 0;
+	struct tstate *st = bpf_map_lookup_elem(&threads, &tid);
+	if (!st) {
+		if (task->flags & PF_EXITING)
+			return 0;
+		st = lookup_thread(tid, tgid, 0, NEW_RUNNING);
+		if (!st)
+			return 0;
+	}
+	if (st->exited)
+		return 0;
+	u64 now = bpf_ktime_get_ns();
+	u64 prev = st->based ? st->in_ts : st->first_ts;
+	u64 w = prev && now > prev ? now - prev : period_ns;
+	struct task_struct *me = bpf_get_current_task_btf();
+	u64 since = me->sched_info.last_arrival;
+	u8 was = st->out_state;
+	bool seen = st->based;
+	u8 k = walk_account(task, st, now, since ? since : 1);
+	u32 switches = (u32)(task->nvcsw + task->nivcsw);
+	u32 before = st->pad2;
+	st->pad2 = switches;
+	st->last_runnable = 0;
+	if (k == ST_ONCPU)
+		return 0;
+	if (k == ST_RUNNABLE && walked_out(task, since)) {
+		/* Running at the walk's instant, it waits for the walk: that
+		 * wait (counted runnable) is sampled for what it lasts, not
+		 * for the time since the previous walk. Its stack now, while
+		 * it cannot run (a nominal nanosecond); walk_stacks adds the
+		 * wait's length, measured then (it may have run elsewhere
+		 * meanwhile: the stack is taken first). */
+		emit_task_sample(task, tid, SAMPLE_WALK, ST_RUNNABLE, 1);
+		st->out_state = ST_ONCPU; /* no sample of a wait of its own yet */
+		st->last_runnable = WALKED_OUT | now;
+		return 0;
+	}
+	if (seen && k == was && switches == before) {
+		/* In the wait it was in at the previous walk, which took its
+		 * stack: the time goes to that sample. */
+		emit_walk_carry(task->tgid, tid, k, w);
+		return 0;
+	}
+	st->last_runnable = w;
+	return 0;
+}
+
+/* walk_stacks, right after walk_states: the stacks of the threads with a
+ * sample pending. One that has run since (its switch count moved, or it
+ * is on a CPU now) may be elsewhere: its time goes to its latest sample in
+ * that state, without a stack. */
+SEC("iter.s/task")
+int walk_stacks(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	if (!task)
+		return 0;
+	u32 tid = task->pid;
+	if (tid == 0 || !is_target(task->tgid))
+		return 0;
+	struct tstate *st = bpf_map_lookup_elem(&threads, &tid);
+	if (!st || st->exited || !st->last_runnable)
+		return 0;
+	u64 w = st->last_runnable;
+	st->last_runnable = 0;
+	u32 k = st->out_state;
+	if (w & WALKED_OUT) {
+		u64 at = w & ~WALKED_OUT;
+		u64 now = bpf_ktime_get_ns();
+		emit_walk_carry(task->tgid, tid, ST_RUNNABLE, now > at ? now - at : 1);
+		return 0;
+	}
+	if (k >= NSTATES)
+		k = ST_OTHER;
+	if (task->on_cpu || (u32)(task->nvcsw + task->nivcsw) != st->pad2) {
+		emit_walk_carry(task->tgid, tid, k, w);
+		return 0;
+	}
+	emit_task_sample(task, tid, SAMPLE_WALK, k, w);
 	return 0;
 }
 
@@ -2111,13 +2518,6 @@ struct {
 	__type(value, struct thread_snap);
 } snap_buf SEC(".maps");
 
-/* rq_clocks reads the clocks of the run queue p is on. */
-static __always_inline void rq_clocks(struct task_struct *p, u64 *clock, u64 *clock_task)
-{
-	struct rq *rq = task_rq(p);
-	*clock = rq ? rq->clock : 0;
-	*clock_task = rq ? rq->clock_task : 0;
-}
 
 SEC("iter.s/task")
 int snapshot_threads(struct bpf_iter__task *ctx)
