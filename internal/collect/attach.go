@@ -39,16 +39,19 @@ type Features struct {
 
 // The BPF programs a recording may attach, by their C names.
 const (
-	progSwitch    = "on_switch"     // tp_btf/sched_switch: switch-time accounting
-	progWakeup    = "on_wakeup"     // tp_btf/sched_wakeup: the end of a block, without schedstat
-	progWakeupNew = "on_wakeup_new" // tp_btf/sched_wakeup_new: new threads
-	progFork      = "on_fork"       // tp_btf/sched_process_fork: new processes
-	progSchedExit = "on_sched_exit" // tp_btf/sched_exit_tp, switch-time mode: user stacks, unreported switch-ins
-	progSysExit   = "on_sys_exit"   // tp_btf/sys_exit: the same without sched_exit_tp
-	progResume    = "on_resume"     // tp_btf/sched_exit_tp, resume mode: the whole accounting
-	progTaskExit  = "on_task_exit"  // tp_btf/sched_process_exit, resume mode: a thread's last interval
-	progSwitchIn  = "on_switch_in"  // kprobe/finish_task_switch: user stacks right at a switch-in
-	progExec      = "on_exec"       // tp_btf/sched_process_exec, following forks: a process's new image
+	progSwitch     = "on_switch"     // tp_btf/sched_switch: switch-time accounting
+	progWakeup     = "on_wakeup"     // tp_btf/sched_wakeup: the end of a block, without schedstat
+	progWakeupNew  = "on_wakeup_new" // tp_btf/sched_wakeup_new: new threads
+	progFork       = "on_fork"       // tp_btf/sched_process_fork: new processes
+	progSchedExit  = "on_sched_exit" // tp_btf/sched_exit_tp, switch-time mode: user stacks, unreported switch-ins
+	progSysExit    = "on_sys_exit"   // tp_btf/sys_exit: the same without sched_exit_tp
+	progResume     = "on_resume"     // tp_btf/sched_exit_tp, resume mode: the whole accounting
+	progTaskExit   = "on_task_exit"  // tp_btf/sched_process_exit, resume mode: a thread's last interval
+	progSwitchIn   = "on_switch_in"  // kprobe/finish_task_switch: user stacks right at a switch-in
+	progExec       = "on_exec"       // tp_btf/sched_process_exec, following forks: a process's new image
+	progDumpOffCPU = "dump_offcpu"   // iter.s/task, at the end (not walking): the stacks of threads still off CPU
+	progWalkStates = "walk_states"   // iter.s/task, walk mode: the threads' times and states
+	progWalkStacks = "walk_stacks"   // iter.s/task, walk mode: the stacks of those off CPU
 )
 
 // Attachment is what a session attaches and how the program is set up:
@@ -77,14 +80,19 @@ type Attachment struct {
 	Fallback *Attachment
 }
 
+// mayWalk says whether the plan walks the threads where the kernel allows
+// it (AccountWalk, or AccountAuto neither system-wide nor live).
+func (p Plan) mayWalk() bool {
+	return p.Accounting == AccountWalk || (p.Accounting == AccountAuto && !p.All && !p.Live)
+}
+
 // Attachment decides what to attach on a kernel with features f. It is a
 // pure function: Session.attach carries it out.
 func (p Plan) Attachment(f Features) Attachment {
 	if p.NoExitTP {
 		f.ExitTP = false // not even loaded; kept here so that the table says so
 	}
-	walk := p.Accounting == AccountWalk || (p.Accounting == AccountAuto && !p.All && !p.Live)
-	if walk && f.ExitTP && f.Schedstat {
+	if p.mayWalk() && f.ExitTP && f.Schedstat {
 		a := Attachment{Walk: true, Tracing: []string{progWakeupNew, progFork, progTaskExit}}
 		if p.Accounting == AccountAuto {
 			// A kernel that will not run the walker's iterators:

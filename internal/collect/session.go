@@ -101,6 +101,17 @@ func Open(plan Plan) (*Session, error) {
 		}
 		return nil, fmt.Errorf("load BPF program: %w", err)
 	}
+	// A plan that may walk loads the walker; if the kernel refuses it,
+	// the recording will not walk.
+	if err := s.loadEnd(s.plan.mayWalk()); err != nil && s.plan.mayWalk() {
+		if err := s.loadEnd(false); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("load BPF program: %w", err)
+		}
+	} else if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("load BPF program: %w", err)
+	}
 	// The targets are known before any probe is attached, so that every
 	// thread they create from now on is seen being created.
 	var set bpf.WallprofTgidSet
@@ -206,6 +217,28 @@ func (s *Session) load() error {
 	return nil
 }
 
+// loadEnd loads the task iterators of walk mode (walk), or the one that
+// takes the stacks of threads still off CPU at the end. Not with the core,
+// and only the ones needed: the verifier takes tens of milliseconds over
+// each (they carry the unwinder). Before the recording starts, so that
+// the time is not the recording's.
+func (s *Session) loadEnd(walk bool) error {
+	if walk {
+		progs, err := s.loadOptionals(progWalkStates, progWalkStacks)
+		if err != nil {
+			return fmt.Errorf("load thread walker: %w", err)
+		}
+		s.objs.walk = [2]*ebpf.Program{progs[0], progs[1]}
+		return nil
+	}
+	p, err := s.loadOptional(progDumpOffCPU)
+	if err != nil {
+		return fmt.Errorf("load task iterator: %w", err)
+	}
+	s.objs.dump = p
+	return nil
+}
+
 // hasSchedstat reports whether the kernel keeps schedstat's run-queue wait
 // (CONFIG_SCHED_INFO), which /proc/PID/schedstat shows.
 func hasSchedstat() bool {
@@ -285,8 +318,17 @@ func (s *Session) attachTable(a Attachment) error {
 		return fmt.Errorf("configure BPF program (walk_mode): %w", err)
 	}
 	s.resume = a.Resume
+	if !a.Walk && s.objs.dump == nil {
+		// A walk was planned but will not attach: loaded now.
+		if err := s.loadEnd(false); err != nil {
+			return err
+		}
+	}
 	if a.Walk {
-		w, err := newWalker(s.objs.core.WalkStates, s.objs.core.WalkStacks, s.walkTgids(), time.Duration(s.plan.WalkPeriodNs()))
+		if s.objs.walk[0] == nil {
+			return fmt.Errorf("attach thread walker: its programs were not loaded")
+		}
+		w, err := newWalker(s.objs.walk[0], s.objs.walk[1], s.walkTgids(), time.Duration(s.plan.WalkPeriodNs()))
 		if err != nil {
 			return err
 		}
@@ -665,7 +707,12 @@ type objects struct {
 	// resume and taskExit do the whole accounting at sched_exit_tp and
 	// sched_process_exit (resume mode, see on_resume); loaded with exitTP.
 	resume, taskExit *ebpf.Program
-	optional         []*ebpf.Program
+	// dump takes the stacks of threads still off CPU at the end (not in
+	// walk mode), walk are walk_states and walk_stacks (walk mode): one or
+	// the other is loaded (Session.loadEnd).
+	dump     *ebpf.Program
+	walk     [2]*ebpf.Program
+	optional []*ebpf.Program
 }
 
 // coreObjects are the programs and maps that every recording needs.
@@ -676,9 +723,6 @@ type coreObjects struct {
 	OnFork      *ebpf.Program  `ebpf:"on_fork"`
 	OnSysExit   *ebpf.Program  `ebpf:"on_sys_exit"`
 	OnCpuSample *ebpf.Program  `ebpf:"on_cpu_sample"`
-	DumpOffcpu  *ebpf.Program  `ebpf:"dump_offcpu"`
-	WalkStates  *ebpf.Program  `ebpf:"walk_states"`
-	WalkStacks  *ebpf.Program  `ebpf:"walk_stacks"`
 	Events      *ebpf.Map      `ebpf:"events"`
 	Lost        *ebpf.Map      `ebpf:"lost"`
 	Pendings    *ebpf.Map      `ebpf:"pendings"`
@@ -704,7 +748,7 @@ type coreObjects struct {
 func (o *objects) programs() []*ebpf.Program {
 	c := &o.core
 	return append([]*ebpf.Program{c.OnSwitch, c.OnWakeup, c.OnWakeupNew, c.OnFork, c.OnSysExit,
-		c.OnCpuSample, c.DumpOffcpu, c.WalkStates, c.WalkStacks, o.exitTP, o.resume, o.taskExit}, o.optional...)
+		c.OnCpuSample, o.exitTP, o.resume, o.taskExit, o.dump, o.walk[0], o.walk[1]}, o.optional...)
 }
 
 func (o *objects) Close() error {
@@ -713,7 +757,7 @@ func (o *objects) Close() error {
 			p.Close()
 		}
 	}
-	o.optional, o.exitTP, o.resume, o.taskExit = nil, nil, nil, nil
+	o.optional, o.exitTP, o.resume, o.taskExit, o.dump, o.walk = nil, nil, nil, nil, nil, [2]*ebpf.Program{}
 	c := &o.core
 	for _, m := range []*ebpf.Map{c.Events, c.Lost, c.Pendings, c.Targets, c.Tgids, c.Threads, c.Stash, c.Scratch, c.CPUIn, c.BSS,
 		c.UnwRows, c.UnwFiles, c.UnwProcs, c.UnwMaps, c.UnwFrames, c.UnwIterFr} {
@@ -727,14 +771,29 @@ func (o *objects) Close() error {
 // loadOptional loads one program that the kernel may refuse, sharing the
 // maps of the core objects.
 func (s *Session) loadOptional(name string) (*ebpf.Program, error) {
+	ps, err := s.loadOptionals(name)
+	if err != nil {
+		return nil, err
+	}
+	return ps[0], nil
+}
+
+// loadOptionals loads programs that the kernel may refuse, in one
+// collection (its BTF processed once), sharing the maps of the core
+// objects.
+func (s *Session) loadOptionals(names ...string) ([]*ebpf.Program, error) {
 	spec := s.spec.Copy()
-	ps, ok := spec.Programs[name]
-	if !ok {
-		return nil, fmt.Errorf("no program %s", name)
+	progs := map[string]*ebpf.ProgramSpec{}
+	for _, name := range names {
+		ps, ok := spec.Programs[name]
+		if !ok {
+			return nil, fmt.Errorf("no program %s", name)
+		}
+		progs[name] = ps
 	}
 	coll, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{
 		Maps:      spec.Maps,
-		Programs:  map[string]*ebpf.ProgramSpec{name: ps},
+		Programs:  progs,
 		Variables: spec.Variables,
 		Types:     spec.Types,
 	}, ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
@@ -749,7 +808,10 @@ func (s *Session) loadOptional(name string) (*ebpf.Program, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := coll.DetachProgram(name)
+	out := make([]*ebpf.Program, len(names))
+	for i, name := range names {
+		out[i] = coll.DetachProgram(name)
+	}
 	coll.Close()
-	return p, nil
+	return out, nil
 }

@@ -220,7 +220,10 @@ func (s *Session) readThreads() (map[uint32]ThreadState, error) {
 // dumpOffCPU runs the task iterator, which emits a final sample for every
 // target thread that is off CPU.
 func (s *Session) dumpOffCPU() error {
-	it, err := link.AttachIter(link.IterOptions{Program: s.objs.core.DumpOffcpu})
+	if s.objs.dump == nil {
+		return fmt.Errorf("attach task iterator: program %s was not loaded", progDumpOffCPU)
+	}
+	it, err := link.AttachIter(link.IterOptions{Program: s.objs.dump})
 	if err != nil {
 		return fmt.Errorf("attach task iterator: %w", err)
 	}

@@ -2411,11 +2411,7 @@ int walk_states(struct bpf_iter__task *ctx)
 	if (k == ST_RUNNABLE && walked_out(task, since)) {
 		/* Running at the walk's instant, it waits for the walk: that
 		 * wait (counted runnable) is sampled for what it lasts, not
-		 * for the time since the previous walk. Its stack now, while
-		 * it cannot run (a nominal nanosecond); walk_stacks adds the
-		 * wait's length, measured then (it may have run elsewhere
-		 * meanwhile: the stack is taken first). */
-		emit_task_sample(task, tid, SAMPLE_WALK, ST_RUNNABLE, 1);
+		 * for the time since the previous walk (walk_stacks). */
 		st->out_state = ST_ONCPU; /* no sample of a wait of its own yet */
 		st->last_runnable = WALKED_OUT | now;
 		return 0;
@@ -2450,9 +2446,12 @@ int walk_stacks(struct bpf_iter__task *ctx)
 	st->last_runnable = 0;
 	u32 k = st->out_state;
 	if (w & WALKED_OUT) {
+		/* Preempted by the walker: its wait lasted the walk so far,
+		 * and its stack is where it was preempted (unless it has run
+		 * on another CPU since: taken all the same). */
 		u64 at = w & ~WALKED_OUT;
 		u64 now = bpf_ktime_get_ns();
-		emit_walk_carry(task->tgid, tid, ST_RUNNABLE, now > at ? now - at : 1);
+		emit_task_sample(task, tid, SAMPLE_WALK, ST_RUNNABLE, now > at ? now - at : 1);
 		return 0;
 	}
 	if (k >= NSTATES)
