@@ -332,6 +332,7 @@ func checkAccounting(t *testing.T, p *profile.Profile) {
 func TestRecordAttachTargetExits(t *testing.T) {
 	requireRecording(t)
 	cgt := groundtruth.Build(t, "cgt")
+	wallprofBin(t) // built before the workload's clock starts
 	dir := t.TempDir()
 	truthPath := filepath.Join(dir, "truth.json")
 	// The workload waits before starting its threads, so that the recorder

@@ -61,6 +61,7 @@ struct task_struct {
 	unsigned long nvcsw;        /* voluntary switches: it blocked */
 	unsigned long nivcsw;       /* involuntary switches: it was preempted */
 	unsigned sched_contributes_to_load:1; /* its latest block was uninterruptible, not TASK_NOLOAD */
+	__u64 start_time; /* CLOCK_MONOTONIC at its creation */
 };
 
 /* x86_64 kernel pt_regs, field names as in arch/x86/include/asm/ptrace.h */

@@ -2391,6 +2391,16 @@ int walk_states(struct bpf_iter__task *ctx)
 		st = lookup_thread(tid, tgid, 0, NEW_RUNNING);
 		if (!st)
 			return 0;
+		u64 born = task->start_time;
+		if (!st->based && born > start_ns) {
+			/* Created since the recording began, and walked before
+			 * its creation reached sched_wakeup_new: its counters
+			 * start at zero at its creation, as there. */
+			st->first_ts = born;
+			st->in_ts = born;
+			st->out_state = ST_RUNNABLE;
+			st->based = 1;
+		}
 	}
 	if (st->exited)
 		return 0;
