@@ -114,6 +114,12 @@ type WallprofTstate struct {
 	RdOut        uint64
 	Nvcsw        uint64
 	Nivcsw       uint64
+	WalkIp       uint64
+	WalkSp       uint64
+	WalkBp       uint64
+	WalkKh       uint64
+	WalkK        uint32
+	Pad3         uint32
 }
 
 type WallprofUnwFile struct {

@@ -119,6 +119,13 @@ struct tstate {
 	 * nivcsw) at its latest resumption. */
 	u64 nvcsw;
 	u64 nivcsw;
+	/* Walk mode: where the thread's latest stack was taken (its saved user
+	 * ip, sp and bp, a hash of its kernel stack, its state), so that a walk
+	 * that finds it at the same place adds to that sample rather than read
+	 * its stack again. */
+	u64 walk_ip, walk_sp, walk_bp, walk_kh;
+	u32 walk_k;
+	u32 pad3;
 };
 
 struct sample_event {
@@ -2470,6 +2477,33 @@ int walk_stacks(struct bpf_iter__task *ctx)
 		emit_walk_carry(task->tgid, tid, k, w);
 		return 0;
 	}
+	/* Waiting where its latest stack was taken (the same user registers
+	 * and kernel stack, in the same state): a thread of a server blocks
+	 * in the same few places over and over. Its weight goes to that
+	 * sample; its user stack (read from another process's memory, the
+	 * walk's dearest part) is not read again. */
+	u32 zero = 0;
+	struct sample_event *e = bpf_map_lookup_elem(&scratch, &zero);
+	if (!e)
+		return 0;
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	u64 ip = BPF_CORE_READ(regs, ip), sp = BPF_CORE_READ(regs, sp), bp = BPF_CORE_READ(regs, bp);
+	long klen = bpf_get_task_stack(task, e->kstack, sizeof(e->kstack), 0);
+	u64 kh = klen;
+	for (int i = 0; i < MAX_STACK; i++) {
+		if (i * 8 >= klen)
+			break;
+		kh = (kh ^ e->kstack[i]) * 0x100000001b3ULL;
+	}
+	if (st->walk_ip == ip && st->walk_sp == sp && st->walk_bp == bp && st->walk_kh == kh && st->walk_k == k) {
+		emit_walk_carry(task->tgid, tid, k, w);
+		return 0;
+	}
+	st->walk_ip = ip;
+	st->walk_sp = sp;
+	st->walk_bp = bp;
+	st->walk_kh = kh;
+	st->walk_k = k;
 	emit_task_sample(task, tid, SAMPLE_WALK, k, w);
 	return 0;
 }
