@@ -102,14 +102,13 @@ var allConfigs = []config{
 	{Name: "wallprof-99-cut1-fp", Wrap: func(e *env, argv []string) []string {
 		return append([]string{"env", "WALLPROF_ACCOUNTING=resume", "WALLPROF_BENCH_CUT=1", "WALLPROF_UNWIND=fp"}, wallprofAt("wallprof-99-cut1-fp", 99)(e, argv)...)
 	}, Wallprof: true, Optional: true},
-	// record's default walks the threads (no program at a switch); the
-	// accounting at each thread's resumption that top and the agent use,
-	// one program run per switch (WALLPROF_ACCOUNTING=resume).
-	{Name: "wallprof-99-resume", Wrap: func(e *env, argv []string) []string {
-		return append([]string{"env", "WALLPROF_ACCOUNTING=resume"}, wallprofAt("wallprof-99-resume", 99)(e, argv)...)
+	// The walk (WALLPROF_ACCOUNTING=walk): no program at a switch, the
+	// threads walked from wallprof's CPU (doc/recorder.md).
+	{Name: "wallprof-99-walk", Wrap: func(e *env, argv []string) []string {
+		return append([]string{"env", "WALLPROF_ACCOUNTING=walk"}, wallprofAt("wallprof-99-walk", 99)(e, argv)...)
 	}, Wallprof: true, Optional: true},
-	{Name: "wallprof-999-resume", Wrap: func(e *env, argv []string) []string {
-		return append([]string{"env", "WALLPROF_ACCOUNTING=resume"}, wallprofAt("wallprof-999-resume", 999)(e, argv)...)
+	{Name: "wallprof-999-walk", Wrap: func(e *env, argv []string) []string {
+		return append([]string{"env", "WALLPROF_ACCOUNTING=walk"}, wallprofAt("wallprof-999-walk", 999)(e, argv)...)
 	}, Wallprof: true, Optional: true},
 	// The baseline binary (WALLPROF_BASE), for before/after in one run.
 	{Name: "wallprof-base-99", Wrap: wallprofBaseAt("wallprof-base-99", 99), Base: true, Optional: true, WithBase: true},
