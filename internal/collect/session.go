@@ -101,16 +101,16 @@ func Open(plan Plan) (*Session, error) {
 		}
 		return nil, fmt.Errorf("load BPF program: %w", err)
 	}
-	// A plan that may walk loads the walker; if the kernel refuses it,
-	// the recording will not walk.
-	if err := s.loadEnd(s.plan.mayWalk()); err != nil && s.plan.mayWalk() {
-		if err := s.loadEnd(false); err != nil {
-			s.Close()
-			return nil, fmt.Errorf("load BPF program: %w", err)
+	// A plan that walks loads the walker now (before the recording
+	// starts: the time is not the recording's); if the kernel refuses it,
+	// it will not walk, and gets the end-of-recording iterator instead.
+	if s.plan.mayWalk() {
+		if err := s.loadEnd(true); err != nil {
+			if err := s.loadEnd(false); err != nil {
+				s.Close()
+				return nil, fmt.Errorf("load BPF program: %w", err)
+			}
 		}
-	} else if err != nil {
-		s.Close()
-		return nil, fmt.Errorf("load BPF program: %w", err)
 	}
 	// The targets are known before any probe is attached, so that every
 	// thread they create from now on is seen being created.
@@ -197,31 +197,67 @@ func (s *Session) load() error {
 			return fmt.Errorf("configure BPF program (%s): %w", name, err)
 		}
 	}
+	// The task iterator of the end of a recording is loaded with the core
+	// unless the plan walks (loadEnd loads the walker's instead): the
+	// verifier takes tens of milliseconds over each (they carry the
+	// unwinder).
+	var d endObjects
+	core := func() error {
+		if s.plan.mayWalk() {
+			return s.spec.LoadAndAssign(&s.objs.core, nil)
+		}
+		var o struct {
+			coreObjects
+			endObjects
+		}
+		err := s.spec.LoadAndAssign(&o, nil)
+		s.objs.core, d = o.coreObjects, o.endObjects
+		return err
+	}
+	defer func() { s.objs.dump = d.Dump }()
 	if s.plan.NoExitTP {
-		return s.spec.LoadAndAssign(&s.objs.core, nil)
+		return core()
 	}
 	// In the same load as the core (a second collection would cost its
 	// BTF processing again: ~25 ms of CPU). A kernel without the
 	// tracepoint refuses it: then the core alone.
 	var o struct {
 		coreObjects
+		endObjects
 		OnSchedExit *ebpf.Program `ebpf:"on_sched_exit"`
 		OnResume    *ebpf.Program `ebpf:"on_resume"`
 		OnTaskExit  *ebpf.Program `ebpf:"on_task_exit"`
 	}
-	if err := s.spec.LoadAndAssign(&o, nil); err != nil {
-		return s.spec.LoadAndAssign(&s.objs.core, nil)
+	var err error
+	if s.plan.mayWalk() {
+		var w struct {
+			coreObjects
+			OnSchedExit *ebpf.Program `ebpf:"on_sched_exit"`
+			OnResume    *ebpf.Program `ebpf:"on_resume"`
+			OnTaskExit  *ebpf.Program `ebpf:"on_task_exit"`
+		}
+		err = s.spec.LoadAndAssign(&w, nil)
+		o.coreObjects, o.OnSchedExit, o.OnResume, o.OnTaskExit = w.coreObjects, w.OnSchedExit, w.OnResume, w.OnTaskExit
+	} else {
+		err = s.spec.LoadAndAssign(&o, nil)
 	}
-	s.objs.core, s.objs.exitTP = o.coreObjects, o.OnSchedExit
+	if err != nil {
+		return core()
+	}
+	s.objs.core, s.objs.exitTP, d = o.coreObjects, o.OnSchedExit, o.endObjects
 	s.objs.resume, s.objs.taskExit = o.OnResume, o.OnTaskExit
 	return nil
 }
 
+// endObjects is the task iterator that takes the stacks of threads still
+// off CPU at the end of a recording that does not walk.
+type endObjects struct {
+	Dump *ebpf.Program `ebpf:"dump_offcpu"`
+}
+
 // loadEnd loads the task iterators of walk mode (walk), or the one that
-// takes the stacks of threads still off CPU at the end. Not with the core,
-// and only the ones needed: the verifier takes tens of milliseconds over
-// each (they carry the unwinder). Before the recording starts, so that
-// the time is not the recording's.
+// takes the stacks of threads still off CPU at the end (loaded with the
+// core, unless the plan walks).
 func (s *Session) loadEnd(walk bool) error {
 	if walk {
 		progs, err := s.loadOptionals(progWalkStates, progWalkStacks)
