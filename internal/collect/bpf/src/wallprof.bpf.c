@@ -2267,18 +2267,19 @@ static __always_inline u32 snapshot_task(struct task_struct *task, u64 sp, u8 *o
 	return 0;
 }
 
-/* emit_task_sample sends the stacks of task, a thread of a target that is
- * off CPU, read from another thread's context (a task iterator), with
- * weight w in state k (none when k is NSTATES). */
-static __always_inline void emit_task_sample(struct task_struct *task, u32 tid, u32 flags, u32 k, u64 w)
+/* reserve_task_event reserves a sample of thread tid of process pid, read
+ * from another thread's context, with its header and weight w in state k
+ * (none when k is NSTATES) filled in; NULL (counted lost) when the ring is
+ * full. */
+static __always_inline struct sample_event *reserve_task_event(u32 pid, u32 tid, u32 flags, u32 k, u64 w)
 {
 	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count_lost(LOST_RINGBUF);
-		return;
+		return NULL;
 	}
 	e->type = EV_SAMPLE;
-	e->pid = task->tgid;
+	e->pid = pid;
 	e->tid = tid;
 	e->flags = flags;
 	e->unwind = 0;
@@ -2286,6 +2287,17 @@ static __always_inline void emit_task_sample(struct task_struct *task, u32 tid, 
 #pragma unroll
 	for (int i = 0; i < NSTATES; i++)
 		e->weight[i] = i == k ? w : 0;
+	return e;
+}
+
+/* emit_task_sample sends the stacks of task, a thread of a target that is
+ * off CPU, read from another thread's context (a task iterator), with
+ * weight w in state k (none when k is NSTATES). */
+static __always_inline void emit_task_sample(struct task_struct *task, u32 tid, u32 flags, u32 k, u64 w)
+{
+	struct sample_event *e = reserve_task_event(task->tgid, tid, flags, k, w);
+	if (!e)
+		return;
 	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->comm);
 	read_user_regs(task, e);
 	e->klen = bpf_get_task_stack(task, e->kstack, sizeof(e->kstack), 0);
@@ -2348,20 +2360,9 @@ static __always_inline bool walked_out(struct task_struct *task, u64 since)
  * state. */
 static __always_inline void emit_walk_carry(u32 pid, u32 tid, u32 k, u64 w)
 {
-	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_lost(LOST_RINGBUF);
+	struct sample_event *e = reserve_task_event(pid, tid, SAMPLE_CARRY | SAMPLE_WALK, k, w);
+	if (!e)
 		return;
-	}
-	e->type = EV_SAMPLE;
-	e->pid = pid;
-	e->tid = tid;
-	e->flags = SAMPLE_CARRY | SAMPLE_WALK;
-	e->unwind = 0;
-	e->ts = bpf_ktime_get_ns();
-#pragma unroll
-	for (int i = 0; i < NSTATES; i++)
-		e->weight[i] = i == k ? w : 0;
 	e->comm[0] = 0;
 	e->ip = e->sp = e->bp = 0;
 	e->klen = 0;
