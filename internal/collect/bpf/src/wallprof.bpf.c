@@ -2371,7 +2371,7 @@ static __always_inline void emit_walk_carry(u32 pid, u32 tid, u32 k, u64 w)
 	bpf_ringbuf_submit(e, 0);
 }
 
-/* Walk mode, every sampling period, from user space on its own CPU (see
+/* Walk mode, eight times per sampling period, from user space on its own CPU (see
  * walk_account), in two passes so that every thread's state is read at
  * nearly one instant: the stacks take ~10 us a thread to read, and while
  * the walker holds a CPU the threads it has not read yet change state
