@@ -7,8 +7,7 @@ type Accounting int
 const (
 	// AccountAuto accounts at each thread's resumption where the kernel
 	// allows it (sched_exit_tp and schedstat), else at sched_switch. (Not
-	// AccountWalk: its reads of the target's memory stalled a Go server,
-	// see doc/recorder.md.)
+	// AccountWalk: a Go server fell behind with it, see doc/recorder.md.)
 	AccountAuto Accounting = iota
 	// AccountResume accounts at each thread's resumption where the kernel
 	// allows it, and fails rather than fall back when its programs will
