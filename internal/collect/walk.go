@@ -41,14 +41,6 @@ type walker struct {
 	err    error      // the first walk that failed
 }
 
-// The walker's deadline budget: at most walkBudget of a CPU in any
-// walkBudgetPeriod (a walk of a few threads takes ~60 µs; one of many
-// goes on in the next periods).
-const (
-	walkBudget       = 300 * time.Microsecond
-	walkBudgetPeriod = time.Millisecond
-)
-
 // newWalker attaches the iterators and walks at once, so that the threads
 // that exist are based from the start; then every period until stop. With
 // tgids nil (system-wide) every task is visited.
@@ -77,10 +69,11 @@ func newWalker(states, stacks *ebpf.Program, tgids *ebpf.Map, period time.Durati
 func (w *walker) run() {
 	defer close(w.done)
 	// The walks keep time by the kernel's timer, on a thread of their
-	// own that the kernel runs as soon as it wakes (a deadline budget,
-	// else a short slice): walks that waited for a free CPU would come
-	// when the target's threads block rather than when they run.
-	linux.LockTimely(walkBudget, walkBudgetPeriod)
+	// own that the kernel runs as soon as it wakes (a short slice): walks
+	// that waited for a free CPU would come when the target's threads
+	// block rather than when they run. (Where the slice is refused, an
+	// ordinary thread.)
+	_ = linux.LockPrompt()
 	next := linux.Monotonic()
 	period := uint64(w.period)
 	rng := rand.New(rand.NewPCG(next, uint64(os.Getpid())))

@@ -8,70 +8,35 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Timely says how LockTimely had the kernel schedule the calling thread.
-type Timely int
-
-const (
-	// TimelyNone: neither policy was granted; the thread is an ordinary
-	// one.
-	TimelyNone Timely = iota
-	// TimelyDeadline: SCHED_DEADLINE, with a budget per period.
-	TimelyDeadline
-	// TimelySlice: an ordinary thread with a short time slice.
-	TimelySlice
-)
-
-func (t Timely) String() string {
-	switch t {
-	case TimelyDeadline:
-		return "deadline"
-	case TimelySlice:
-		return "short slice"
-	}
-	return "ordinary"
-}
-
-// LockTimely locks the calling goroutine to its OS thread and asks the
-// kernel to run the thread as soon as it wakes, ahead of the threads
-// running then, but never for more than budget in any period:
-// SCHED_DEADLINE (runtime budget, deadline and period period). Where that
-// is refused (a CPU affinity narrower than the machine's, as under taskset
-// or a container's cpuset; a deadline bandwidth already taken), it gives
-// the thread a time slice of 100 µs, which lets a waking ordinary thread
-// preempt the one running (Linux 6.12+; ignored before). It sets the
-// thread's timer slack to 1 ns. The goroutine must not unlock: the thread
-// ends with it (see runtime.LockOSThread).
+// LockPrompt locks the calling goroutine to its OS thread and gives the
+// thread a time slice of 100 µs and a timer slack of 1 ns, so that the
+// kernel runs it as soon as its timer fires: a waking ordinary thread with
+// a shorter slice than the one running preempts it (EEVDF, Linux 6.12+; a
+// longer wait before), and one woken on a busy CPU is moved to an idle one
+// if there is one. The goroutine must not unlock: the thread ends with it
+// (see runtime.LockOSThread).
 //
-// Not a real-time policy (SCHED_FIFO): a Go thread runs the runtime too,
+// Not a real-time policy, nor a deadline: a Go thread runs the runtime too,
 // and the runtime spins at times for another of the process's threads
-// (runtime.exitsyscall waiting for its P); at real-time priority on the
-// CPU where that thread waits, the spin lasts until the kernel's real-time
-// throttling stops it, most of a second in which nothing else runs there
-// (traced: doc/recorder.md). A deadline budget ends such a spin within
-// the period.
-func LockTimely(budget, period time.Duration) Timely {
+// (runtime.exitsyscall, waiting for its P). At SCHED_FIFO on the CPU where
+// that thread waits, the spin lasted until the kernel's real-time
+// throttling stopped it, most of a second in which nothing else ran there
+// (traced: doc/recorder.md). And a woken real-time or deadline thread stays
+// on its previous CPU, preempting what runs there, where an ordinary one
+// goes to an idle CPU: unpinned, a deadline walker stayed on the CPU of the
+// program it profiled and slowed it twice as much.
+func LockPrompt() error {
 	runtime.LockOSThread()
 	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
-	err := unix.SchedSetAttr(0, &unix.SchedAttr{
-		Policy:   unix.SCHED_DEADLINE,
-		Flags:    unix.SCHED_FLAG_RESET_ON_FORK,
-		Runtime:  uint64(budget),
-		Deadline: uint64(period),
-		Period:   uint64(period),
-	}, 0)
-	if err == nil {
-		return TimelyDeadline
-	}
-	err = unix.SchedSetAttr(0, &unix.SchedAttr{
+	return unix.SchedSetAttr(0, &unix.SchedAttr{
 		Policy:  unix.SCHED_NORMAL,
 		Flags:   unix.SCHED_FLAG_RESET_ON_FORK,
-		Runtime: uint64(100 * time.Microsecond),
+		Runtime: uint64(promptSlice),
 	}, 0)
-	if err == nil {
-		return TimelySlice
-	}
-	return TimelyNone
 }
+
+// promptSlice is LockPrompt's time slice (the kernel's least).
+const promptSlice = 100 * time.Microsecond
 
 // SleepUntil blocks the calling thread until CLOCK_MONOTONIC reads t
 // (nanoseconds, as Monotonic), in the kernel: the thread is woken by its
