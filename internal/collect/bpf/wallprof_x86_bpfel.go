@@ -119,7 +119,7 @@ type WallprofTstate struct {
 	WalkBp       uint64
 	WalkKh       uint64
 	WalkK        uint32
-	Pad3         uint32
+	WalkGen      uint32
 }
 
 type WallprofUnwFile struct {

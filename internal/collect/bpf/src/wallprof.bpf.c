@@ -125,7 +125,7 @@ struct tstate {
 	 * its stack again. */
 	u64 walk_ip, walk_sp, walk_bp, walk_kh;
 	u32 walk_k;
-	u32 pad3;
+	u32 walk_gen; /* walk mode: the walk that read it last (walk_instant) */
 };
 
 struct sample_event {
@@ -1960,8 +1960,8 @@ static __always_inline u64 ran_at(struct task_struct *task)
 	return task->se.exec_start + (c > ct ? c - ct : 0);
 }
 
-/* walk_kind is the state task was in at the walk's instant, since (the
- * walker's arrival on its CPU; 0 from task itself, at its exit): on a CPU,
+/* walk_kind is the state task was in at the walk's instant, since (when
+ * the walker woke, walk_instant; 0 from task itself, at its exit): on a CPU,
  * waiting for one, or blocked (of the kind its __state says). The walk
  * reads the threads one after the other, tens of microseconds, while they
  * go on: one woken since waits for a CPU now but was blocked then; one
@@ -2371,6 +2371,37 @@ static __always_inline void emit_walk_carry(u32 pid, u32 tid, u32 k, u64 w)
 	bpf_ringbuf_submit(e, 0);
 }
 
+/* The walk's instant, for walk_kind: when the walker was woken for it.
+ * It arrives on a CPU a little later (tens of microseconds when every CPU
+ * is busy: it is an ordinary thread), and may be preempted during the
+ * walk; the threads it reads go on meanwhile. Taken at the walk's first
+ * thread (the walker's voluntary switch count moved: it slept) from its
+ * latest arrival less the wait on a run queue since the previous walk's
+ * last thread (schedstat's run_delay), and kept for the rest of the walk.
+ * One walk at a time (user space's lock); the first and last walks run
+ * from another thread (walk_tid). walk_gen counts the walks, walk_prev_at
+ * is the previous walk's instant. */
+static u32 walk_tid, walk_gen;
+static u64 walk_nvcsw, walk_rd, walk_at, walk_prev_at;
+
+static __always_inline u64 walk_instant(struct task_struct *me)
+{
+	u64 rd = me->sched_info.run_delay;
+	u64 nv = me->nvcsw;
+	u32 tid = me->pid;
+	if (tid != walk_tid || nv != walk_nvcsw) {
+		u64 arrival = me->sched_info.last_arrival;
+		u64 waited = tid == walk_tid && rd > walk_rd ? rd - walk_rd : 0;
+		walk_prev_at = walk_at;
+		walk_at = arrival > waited ? arrival - waited : arrival;
+		walk_gen++;
+		walk_tid = tid;
+		walk_nvcsw = nv;
+	}
+	walk_rd = rd;
+	return walk_at;
+}
+
 /* Walk mode, eight times per sampling period, from user space on its own CPU (see
  * walk_account), in two passes so that every thread's state is read at
  * nearly one instant: the stacks take ~10 us a thread to read, and while
@@ -2416,7 +2447,14 @@ int walk_states(struct bpf_iter__task *ctx)
 	u64 prev = st->based ? st->in_ts : st->first_ts;
 	u64 w = prev && now > prev ? now - prev : period_ns;
 	struct task_struct *me = bpf_get_current_task_btf();
-	u64 since = me->sched_info.last_arrival;
+	u64 since = walk_instant(me);
+	/* Read by the previous walk too: its sample weighs the time between
+	 * the two walks' instants, which the timer sets, rather than between
+	 * the two reads, which come later when the CPUs are busy (and so with
+	 * what the threads do then). */
+	if (st->based && walk_gen > 1 && st->walk_gen == walk_gen - 1 && walk_at > walk_prev_at)
+		w = walk_at - walk_prev_at;
+	st->walk_gen = walk_gen;
 	u8 was = st->out_state;
 	bool seen = st->based;
 	u8 k = walk_account(task, st, now, since ? since : 1);
@@ -2426,7 +2464,7 @@ int walk_states(struct bpf_iter__task *ctx)
 	st->last_runnable = 0;
 	if (k == ST_ONCPU)
 		return 0;
-	if (k == ST_RUNNABLE && walked_out(task, since)) {
+	if (k == ST_RUNNABLE && walked_out(task, me->sched_info.last_arrival)) {
 		/* Running at the walk's instant, it waits for the walk: that
 		 * wait (counted runnable) is sampled for what it lasts, not
 		 * for the time since the previous walk (walk_stacks). */
@@ -2451,6 +2489,9 @@ int walk_states(struct bpf_iter__task *ctx)
 SEC("iter.s/task")
 int walk_stacks(struct bpf_iter__task *ctx)
 {
+	struct task_struct *me = bpf_get_current_task_btf();
+	if (me->pid == walk_tid)
+		walk_rd = me->sched_info.run_delay; /* see walk_instant */
 	struct task_struct *task = ctx->task;
 	if (!task)
 		return 0;
