@@ -685,8 +685,32 @@ func (a *Aggregator) AddRemainder(r Remainder) bool {
 // symbolized profile: each thread's on-CPU samples add up to its exact CPU
 // time (spread), its off-CPU samples and remainders to its off-CPU time.
 func Build(res *Result, a *Aggregator, kernel KernelResolver, command string) *profile.Profile {
+	res = a.HoldWalkRemainders(res)
 	a.spread(res)
 	return build(res, a, kernel, command)
+}
+
+// HoldWalkRemainders gives a walking recording's remainders (the weights a
+// thread's walks held for its latest sample of a state, walk_hold, still
+// held at its exit or the end) to those samples as the walks' carries are,
+// nominal weights to be scaled with them; it returns res without them.
+// Build calls it; a caller that takes Scale first calls it before.
+func (a *Aggregator) HoldWalkRemainders(res *Result) *Result {
+	if !res.Walk || len(res.Remainders) == 0 {
+		return res
+	}
+	for _, r := range res.Remainders {
+		a.Add(&RawSample{PID: r.PID, TID: r.TID, Carry: true, Walk: true, Weight: weightIn(r.State, r.Nanos)})
+	}
+	c := *res
+	c.Remainders = nil
+	return &c
+}
+
+// weightIn is a sample weight of w in state st alone.
+func weightIn(st profile.State, w uint64) (weight [profile.NumStates]uint64) {
+	weight[st] = w
+	return weight
 }
 
 // BuildWindow builds the profile of samples aggregated over part of a

@@ -952,3 +952,48 @@ func TestBuildKeepsExactOffCPUWeights(t *testing.T) {
 		t.Errorf("samples %+v, want the one sample at its exact 40 ms", p.Samples)
 	}
 }
+
+// A walking recording's held weights (walk_hold: the walks that found a
+// thread in the wait of its latest sample, still held at its exit or the
+// end) come back as remainders: they go to that sample as nominal weight,
+// scaled with the rest, and the whole recording's scale counts them.
+func TestBuildGivesHeldWalkTimeToTheLatestSample(t *testing.T) {
+	const ms = 1_000_000
+	walk := func(w uint64, pc uint64) *RawSample {
+		s := mkSample(1, 2, "t", [5]uint64{profile.Sleeping: w}, nil, []uint64{pc})
+		s.Walk = true
+		return s
+	}
+	a := NewAggregator(nil)
+	a.Add(walk(10*ms, 0xc))
+	a.Add(walk(10*ms, 0xd))
+	window := NewAggregator(nil)
+	window.Add(walk(10*ms, 0xc))
+	res := &Result{EndNs: 4_000 * ms, PeriodNs: 10 * ms, Walk: true,
+		Threads:    []*ThreadRecord{{PID: 1, TID: 2, Name: "t", EndNs: 4_000 * ms, Time: [5]uint64{profile.Sleeping: 4_000 * ms}}},
+		Remainders: []Remainder{{PID: 1, TID: 2, State: profile.Sleeping, Nanos: 20 * ms}},
+	}
+	res = a.HoldWalkRemainders(res)
+	if len(res.Remainders) != 0 {
+		t.Fatalf("remainders left after holding them: %v", res.Remainders)
+	}
+	scale := a.Scale(res)
+	p := Build(res, a, nil, "")
+	got := map[string]int64{}
+	for _, s := range p.Samples {
+		got[s.Stack[0].Frames[0].Function] += s.Value
+	}
+	want := map[string]int64{"[unknown]+0xc": 1_000 * ms, "[unknown]+0xd": 3_000 * ms}
+	if len(got) != len(want) {
+		t.Errorf("samples %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if d := got[k] - v; d < -2 || d > 2 {
+			t.Errorf("%s: %d, want %d (all: %v)", k, got[k], v, got)
+		}
+	}
+	w := BuildWindow(res, window, scale, nil, "")
+	if len(w.Samples) != 1 || w.Samples[0].Value < 1_000*ms-2 || w.Samples[0].Value > 1_000*ms+2 {
+		t.Errorf("window samples %+v, want one of 1 s (a quarter of the sleep)", w.Samples)
+	}
+}

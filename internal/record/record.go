@@ -725,6 +725,7 @@ func (r *Recording) Profile() (*profile.Profile, error) {
 	// sample count, in the whole recording and in the goroutine view's
 	// window alike. The factors are taken before Build, which scales the
 	// aggregator's samples in place.
+	res = r.agg.HoldWalkRemainders(res)
 	scale := r.agg.Scale(res)
 	p := collect.Build(res, r.agg, kr, r.command)
 	r.gomu.Lock()

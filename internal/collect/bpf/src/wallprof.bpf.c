@@ -2355,6 +2355,42 @@ static __always_inline bool walked_out(struct task_struct *task, u64 since)
 	return q && q == since;
 }
 
+/* walk_hold adds w, in off-CPU state k, to what st holds for its latest
+ * sample in that state (st->acc, which walk mode uses for nothing else):
+ * a thread that waits where it waited at the previous walk costs no event.
+ * walk_release sends it when the thread moves, before any sample of its
+ * new wait; what is still held at its exit or the end of the recording
+ * goes with its times (Result.Remainders). */
+static __always_inline void walk_hold(struct tstate *st, u32 k, u64 w)
+{
+	switch (k) {
+	case ST_RUNNABLE:
+		st->acc[ST_RUNNABLE] += w;
+		break;
+	case ST_SLEEPING:
+		st->acc[ST_SLEEPING] += w;
+		break;
+	case ST_DISK:
+		st->acc[ST_DISK] += w;
+		break;
+	default:
+		st->acc[ST_OTHER] += w;
+	}
+}
+
+static __always_inline void emit_walk_carry(u32 pid, u32 tid, u32 k, u64 w);
+
+static __always_inline void walk_release(struct tstate *st, u32 pid, u32 tid)
+{
+	for (u32 k = ST_RUNNABLE; k < NSTATES; k++) {
+		u64 w = st->acc[k];
+		if (w) {
+			st->acc[k] = 0;
+			emit_walk_carry(pid, tid, k, w);
+		}
+	}
+}
+
 /* emit_walk_carry sends w, in state k, for thread tid of process pid
  * without a stack: user space adds it to the thread's latest sample in that
  * state. */
@@ -2462,6 +2498,9 @@ int walk_states(struct bpf_iter__task *ctx)
 	u32 before = st->pad2;
 	st->pad2 = switches;
 	st->last_runnable = 0;
+	bool same = seen && k == was && switches == before;
+	if (!same)
+		walk_release(st, task->tgid, tid); /* it moved */
 	if (k == ST_ONCPU)
 		return 0;
 	if (k == ST_RUNNABLE && walked_out(task, me->sched_info.last_arrival)) {
@@ -2472,10 +2511,10 @@ int walk_states(struct bpf_iter__task *ctx)
 		st->last_runnable = WALKED_OUT | now;
 		return 0;
 	}
-	if (seen && k == was && switches == before) {
+	if (same) {
 		/* In the wait it was in at the previous walk, which took its
 		 * stack: the time goes to that sample. */
-		emit_walk_carry(task->tgid, tid, k, w);
+		walk_hold(st, k, w);
 		return 0;
 	}
 	st->last_runnable = w;
@@ -2538,7 +2577,7 @@ int walk_stacks(struct bpf_iter__task *ctx)
 		kh = (kh ^ e->kstack[i]) * 0x100000001b3ULL;
 	}
 	if (st->walk_ip == ip && st->walk_sp == sp && st->walk_bp == bp && st->walk_kh == kh && st->walk_k == k) {
-		emit_walk_carry(task->tgid, tid, k, w);
+		walk_hold(st, k, w);
 		return 0;
 	}
 	st->walk_ip = ip;
