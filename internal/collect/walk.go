@@ -28,6 +28,9 @@ import (
 type walker struct {
 	statesProg, stacksProg *ebpf.Program
 	tgids                  *ebpf.Map // the target processes (bpf.WallprofTgidSet), nil: every task
+	// pending is the first pass's count of threads left with a sample
+	// pending (walk_pending): none, and the second pass is not run.
+	pending *ebpf.Variable
 	// all are the iterators over every task of the machine (system-wide,
 	// or more targets than tgids lists, or a kernel without the filter).
 	all    [2]*link.Iter
@@ -44,11 +47,11 @@ type walker struct {
 // newWalker attaches the iterators and walks at once, so that the threads
 // that exist are based from the start; then every period until stop. With
 // tgids nil (system-wide) every task is visited.
-func newWalker(states, stacks *ebpf.Program, tgids *ebpf.Map, period time.Duration) (*walker, error) {
+func newWalker(states, stacks *ebpf.Program, pending *ebpf.Variable, tgids *ebpf.Map, period time.Duration) (*walker, error) {
 	if states == nil || stacks == nil {
 		return nil, fmt.Errorf("attach thread walker: its programs were not loaded")
 	}
-	w := &walker{statesProg: states, stacksProg: stacks, tgids: tgids, byPID: map[uint32][2]*link.Iter{},
+	w := &walker{statesProg: states, stacksProg: stacks, pending: pending, tgids: tgids, byPID: map[uint32][2]*link.Iter{},
 		period: period, quit: make(chan struct{}), done: make(chan struct{})}
 	for i, p := range []*ebpf.Program{states, stacks} {
 		it, err := link.AttachIter(link.IterOptions{Program: p})
@@ -141,10 +144,19 @@ func (w *walker) open() ([]io.ReadCloser, error) {
 }
 
 // read runs the walk: each file read runs its iterator's program over its
-// tasks. It closes the files.
+// tasks, the first pass's files first (open). The second pass is left
+// unread when the first left no thread a sample to take: a target whose
+// threads wait where they waited costs one program run each per walk, not
+// two. It closes the files.
 func (w *walker) read(files []io.ReadCloser) error {
 	defer closeAll(files)
-	for _, f := range files {
+	for i, f := range files {
+		if i == len(files)/2 && w.pending != nil {
+			var n uint32
+			if err := w.pending.Get(&n); err == nil && n == 0 {
+				return nil
+			}
+		}
 		if _, err := io.Copy(io.Discard, f); err != nil {
 			return fmt.Errorf("run thread walker: %w", err)
 		}

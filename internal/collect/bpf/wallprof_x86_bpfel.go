@@ -222,6 +222,7 @@ const (
 	WallprofVarUnwindTables     = "unwind_tables"
 	WallprofVarUseRd            = "use_rd"
 	WallprofVarWalkMode         = "walk_mode"
+	WallprofVarWalkPending      = "walk_pending"
 )
 
 // LoadWallprof returns the embedded CollectionSpec for Wallprof.
@@ -331,6 +332,7 @@ type WallprofVariableSpecs struct {
 	UnwindTables     *ebpf.VariableSpec `ebpf:"unwind_tables"`
 	UseRd            *ebpf.VariableSpec `ebpf:"use_rd"`
 	WalkMode         *ebpf.VariableSpec `ebpf:"walk_mode"`
+	WalkPending      *ebpf.VariableSpec `ebpf:"walk_pending"`
 }
 
 // WallprofObjects contains all objects after they have been loaded into the kernel.
@@ -418,6 +420,7 @@ type WallprofVariables struct {
 	UnwindTables     *ebpf.Variable `ebpf:"unwind_tables"`
 	UseRd            *ebpf.Variable `ebpf:"use_rd"`
 	WalkMode         *ebpf.Variable `ebpf:"walk_mode"`
+	WalkPending      *ebpf.Variable `ebpf:"walk_pending"`
 }
 
 // WallprofPrograms contains all programs after they have been loaded into the kernel.

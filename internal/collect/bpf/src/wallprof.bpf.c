@@ -2419,6 +2419,9 @@ static __always_inline void emit_walk_carry(u32 pid, u32 tid, u32 k, u64 w)
  * is the previous walk's instant. */
 static u32 walk_tid, walk_gen;
 static u64 walk_nvcsw, walk_rd, walk_at, walk_prev_at;
+/* How many threads the walk's first pass left a sample pending for: user
+ * space reads it (memory-mapped) and skips the second pass when none. */
+volatile u32 walk_pending = 0;
 
 static __always_inline u64 walk_instant(struct task_struct *me)
 {
@@ -2431,6 +2434,7 @@ static __always_inline u64 walk_instant(struct task_struct *me)
 		walk_prev_at = walk_at;
 		walk_at = arrival > waited ? arrival - waited : arrival;
 		walk_gen++;
+		walk_pending = 0;
 		walk_tid = tid;
 		walk_nvcsw = nv;
 	}
@@ -2509,6 +2513,7 @@ int walk_states(struct bpf_iter__task *ctx)
 		 * for the time since the previous walk (walk_stacks). */
 		st->out_state = ST_ONCPU; /* no sample of a wait of its own yet */
 		st->last_runnable = WALKED_OUT | now;
+		walk_pending++;
 		return 0;
 	}
 	if (same) {
@@ -2518,6 +2523,7 @@ int walk_states(struct bpf_iter__task *ctx)
 		return 0;
 	}
 	st->last_runnable = w;
+	walk_pending++;
 	return 0;
 }
 
