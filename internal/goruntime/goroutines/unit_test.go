@@ -31,11 +31,14 @@ func (m *fakeMem) readAll(rs []read) {
 	for i := range rs {
 		rs[i].ok = false
 		for base, b := range m.regions {
-			if rs[i].addr >= base && rs[i].addr+uint64(len(rs[i].buf)) <= base+uint64(len(b)) {
+			// Within the region, without overflow (an address near
+			// 2^64 is a fault, as process_vm_readv has it).
+			off := rs[i].addr - base
+			if rs[i].addr >= base && off <= uint64(len(b)) && uint64(len(rs[i].buf)) <= uint64(len(b))-off {
 				if m.onRead != nil {
 					m.onRead(rs[i].addr)
 				}
-				copy(rs[i].buf, b[rs[i].addr-base:])
+				copy(rs[i].buf, b[off:])
 				rs[i].ok = true
 				break
 			}
