@@ -1996,27 +1996,33 @@ static __always_inline u8 walk_kind(struct task_struct *task, u64 since)
 	return classify(false, task->__state);
 }
 
-/* add_state adds d to st's time in state k, by constant offsets (the
- * verifier cannot always follow a bounded index through the compiler's
- * reordering). */
-static __always_inline void add_state(struct tstate *st, u8 k, u64 d)
+/* add_in adds d to t[k], a per-state array of a tstate (k past the states:
+ * ST_OTHER), by constant offsets (the verifier cannot always follow a
+ * bounded index through the compiler's reordering). */
+static __always_inline void add_in(u64 *t, u32 k, u64 d)
 {
 	switch (k) {
 	case ST_ONCPU:
-		st->time[ST_ONCPU] += d;
+		t[ST_ONCPU] += d;
 		break;
 	case ST_RUNNABLE:
-		st->time[ST_RUNNABLE] += d;
+		t[ST_RUNNABLE] += d;
 		break;
 	case ST_SLEEPING:
-		st->time[ST_SLEEPING] += d;
+		t[ST_SLEEPING] += d;
 		break;
 	case ST_DISK:
-		st->time[ST_DISK] += d;
+		t[ST_DISK] += d;
 		break;
 	default:
-		st->time[ST_OTHER] += d;
+		t[ST_OTHER] += d;
 	}
+}
+
+/* add_state adds d to st's time in state k. */
+static __always_inline void add_state(struct tstate *st, u8 k, u64 d)
+{
+	add_in(st->time, k, d);
 }
 
 /* take_blocked takes up to *d from st's blocked time of kind k, and
@@ -2363,19 +2369,7 @@ static __always_inline bool walked_out(struct task_struct *task, u64 since)
  * goes with its times (Result.Remainders). */
 static __always_inline void walk_hold(struct tstate *st, u32 k, u64 w)
 {
-	switch (k) {
-	case ST_RUNNABLE:
-		st->acc[ST_RUNNABLE] += w;
-		break;
-	case ST_SLEEPING:
-		st->acc[ST_SLEEPING] += w;
-		break;
-	case ST_DISK:
-		st->acc[ST_DISK] += w;
-		break;
-	default:
-		st->acc[ST_OTHER] += w;
-	}
+	add_in(st->acc, k, w);
 }
 
 static __always_inline void emit_walk_carry(u32 pid, u32 tid, u32 k, u64 w);
