@@ -25,6 +25,8 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -169,11 +171,20 @@ func (c *Config) record(ctx context.Context, procs map[int]*proc, senders []*sen
 		}
 		c.Metrics.Recordings.Set(0)
 	}()
-	if err := c.resolve(procs); err != nil {
+	gone, err := c.resolve(procs)
+	if err != nil {
 		return err
 	}
 	if len(procs) == 0 && c.Targets.Fixed() {
-		return errors.New("none of the processes could be recorded")
+		// Fixed targets are PIDs: those not running are left out by
+		// Resolve, those that exited as they were attached by resolve.
+		switch t := c.Targets.(type) {
+		case Selector:
+			gone = t.PIDs
+		case *Selector:
+			gone = t.PIDs
+		}
+		return notRunning(gone)
 	}
 	tick := time.NewTicker(c.Period)
 	defer tick.Stop()
@@ -198,7 +209,7 @@ func (c *Config) record(ctx context.Context, procs map[int]*proc, senders []*sen
 		if final {
 			return nil
 		}
-		if err := c.resolve(procs); err != nil {
+		if _, err := c.resolve(procs); err != nil {
 			c.Log.Printf("cannot list the processes to record: %v", err)
 		}
 		if len(procs) == 0 && c.Targets.Fixed() {
@@ -209,10 +220,10 @@ func (c *Config) record(ctx context.Context, procs map[int]*proc, senders []*sen
 }
 
 // resolve starts recording the processes that appeared.
-func (c *Config) resolve(procs map[int]*proc) error {
+func (c *Config) resolve(procs map[int]*proc) (gone []int, err error) {
 	pids, err := c.Targets.Resolve()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, pid := range pids {
 		if _, ok := procs[pid]; ok {
@@ -223,10 +234,11 @@ func (c *Config) resolve(procs map[int]*proc) error {
 		if err != nil {
 			c.Metrics.RecordErrs.Inc()
 			if errors.Is(err, record.ErrExited) {
+				gone = append(gone, pid)
 				continue
 			}
 			if c.Targets.Fixed() {
-				return fmt.Errorf("process %d: %w", pid, err)
+				return gone, fmt.Errorf("process %d: %w", pid, err)
 			}
 			c.Log.Printf("cannot record process %d (%s): %v", pid, meta.Comm, err)
 			continue
@@ -238,7 +250,23 @@ func (c *Config) resolve(procs map[int]*proc) error {
 		}
 	}
 	c.Metrics.Recordings.Set(float64(len(procs)))
-	return nil
+	return gone, nil
+}
+
+// notRunning is the error of an agent given processes of which none is
+// running (they exited, or never were).
+func notRunning(pids []int) error {
+	switch len(pids) {
+	case 0:
+		return errors.New("none of the processes could be recorded")
+	case 1:
+		return fmt.Errorf("no process with PID %d is running", pids[0])
+	}
+	s := make([]string, len(pids))
+	for i, p := range pids {
+		s[i] = strconv.Itoa(p)
+	}
+	return fmt.Errorf("none of the processes with PIDs %s is running", strings.Join(s, ", "))
 }
 
 // chatty says whether each process's start and end are logged: not

@@ -284,3 +284,25 @@ func TestSystemWideForgetsExited(t *testing.T) {
 		t.Errorf("ring of %d bytes, want the agent's %d", p.RingBytes, AgentRingBytes)
 	}
 }
+
+// An agent given PIDs none of which runs says which: those Resolve leaves
+// out (not running) and those that exit as they are attached.
+func TestAgentRunNoTargetRunning(t *testing.T) {
+	proc := t.TempDir() // no process in it
+	for _, c := range []struct {
+		targets Resolver
+		start   func(int) (Recorder, error)
+		want    string
+	}{
+		{Selector{PIDs: []int{999999}, Proc: proc}, nil, "no process with PID 999999 is running"},
+		{Selector{PIDs: []int{999999, 999998}, Proc: proc}, nil, "none of the processes with PIDs 999999, 999998 is running"},
+		{fixedTargets{41, 42}, func(int) (Recorder, error) { return nil, record.ErrExited }, "none of the processes with PIDs 41, 42 is running"},
+	} {
+		cfg := Config{Targets: c.targets, Start: c.start, Period: time.Second, FlushTimeout: time.Second,
+			Metrics: NewMetrics(), Log: log.New(io.Discard, "", 0)}
+		err := Run(context.Background(), cfg)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%v: %v, want %q", c.targets, err, c.want)
+		}
+	}
+}
