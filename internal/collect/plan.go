@@ -40,6 +40,9 @@ type Plan struct {
 	// NoRunDelay probes sched_wakeup for the end of a block even where
 	// schedstat gives it (switch-time accounting; to compare).
 	NoRunDelay bool
+	// NoStagger enables the CPUs' sampling timers at one instant, not
+	// apart (linux.OpenCPUClocks; to compare).
+	NoStagger bool
 	// NoExitTP does not load the programs on sched_exit_tp: the way of
 	// kernels before 6.16 (to compare).
 	NoExitTP bool

@@ -466,15 +466,10 @@ func (s *Session) attachCPUClock() error {
 	if err != nil {
 		return err
 	}
-	for _, cpu := range cpus {
-		fd, err := linux.OpenCPUClock(cpu, s.plan.PeriodNs())
-		if err != nil {
-			return err
-		}
-		s.perfFDs = append(s.perfFDs, fd)
-		if err := linux.AttachPerfBPF(fd, s.objs.core.OnCpuSample.FD()); err != nil {
-			return err
-		}
+	fds, err := linux.OpenCPUClocks(cpus, s.plan.PeriodNs(), s.objs.core.OnCpuSample.FD(), !s.plan.NoStagger)
+	s.perfFDs = append(s.perfFDs, fds...)
+	if err != nil {
+		return err
 	}
 	return nil
 }

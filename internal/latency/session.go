@@ -196,15 +196,10 @@ func (s *Session) attachCPUClock(period time.Duration) error {
 	if err != nil {
 		return err
 	}
-	for _, cpu := range cpus {
-		fd, err := linux.OpenCPUClock(cpu, uint64(period))
-		if err != nil {
-			return err
-		}
-		s.perfFDs = append(s.perfFDs, fd)
-		if err := linux.AttachPerfBPF(fd, s.objs.LatCpu.FD()); err != nil {
-			return err
-		}
+	fds, err := linux.OpenCPUClocks(cpus, uint64(period), s.objs.LatCpu.FD(), true)
+	s.perfFDs = append(s.perfFDs, fds...)
+	if err != nil {
+		return err
 	}
 	s.cpuPeriod = period
 	return nil

@@ -177,6 +177,47 @@ func OpenCPUClock(cpu int, periodNs uint64) (int, error) {
 	return fd, nil
 }
 
+// OpenCPUClocks opens a cpu-clock sampling event firing every periodNs on
+// each of cpus, with BPF program progFD attached, and returns their file
+// descriptors (those opened, also on error, for the caller to close).
+//
+// With stagger, each is enabled StaggerGap after the previous (a timer's
+// period starts when it is enabled), not all at one instant: a sample's
+// program on one CPU delays what that CPU was doing, a lock held there
+// for example, and a sample another CPU took right then would catch its
+// threads waiting for it, an effect of the sampling itself. (Found on
+// redis: 9–15% of its CPU time sampled in a kernel spinlock's slow path,
+// in one stack, against under 3% for perf at the same time; BENCHMARKS.md.)
+func OpenCPUClocks(cpus []int, periodNs uint64, progFD int, stagger bool) ([]int, error) {
+	gap := StaggerGap(time.Duration(periodNs), len(cpus))
+	var fds []int
+	for i, cpu := range cpus {
+		if i > 0 && stagger {
+			time.Sleep(gap)
+		}
+		fd, err := OpenCPUClock(cpu, periodNs)
+		if err != nil {
+			return fds, err
+		}
+		fds = append(fds, fd)
+		if err := AttachPerfBPF(fd, progFD); err != nil {
+			return fds, err
+		}
+	}
+	return fds, nil
+}
+
+// StaggerGap is the time between two CPUs' timers of period period on a
+// machine of n CPUs: spread evenly over the period, but at most 1 ms
+// apart (far longer than a sample's program; a recording at 1 Hz on 64
+// CPUs starts in 63 ms, not a second).
+func StaggerGap(period time.Duration, n int) time.Duration {
+	if n < 2 {
+		return 0
+	}
+	return min(period/time.Duration(n), time.Millisecond)
+}
+
 // AttachPerfBPF attaches a BPF program to a perf event and enables it.
 func AttachPerfBPF(fd, progFD int) error {
 	if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_BPF, progFD); err != nil {

@@ -274,3 +274,22 @@ func TestReadTaskCounters(t *testing.T) {
 		t.Error("no error for a thread that does not exist")
 	}
 }
+
+func TestStaggerGap(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		period time.Duration
+		n      int
+		want   time.Duration
+	}{
+		{10101010, 1, 0},       // one CPU: nothing to stagger
+		{10101010, 2, ms},      // 99 Hz on 2: at most 1 ms apart
+		{10101010, 64, 157828}, // 99 Hz on 64: spread over the period
+		{1001001, 2, 500500},   // 999 Hz on 2: half a period
+		{time.Second, 64, ms},  // 1 Hz on 64: starts in 63 ms
+	} {
+		if got := StaggerGap(c.period, c.n); got != c.want {
+			t.Errorf("StaggerGap(%v, %d) = %v, want %v", c.period, c.n, got, c.want)
+		}
+	}
+}
