@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# realprograms.sh: programs nobody here wrote, under load, recorded by
-# wallprof and by `perf record -g -F 99` at the same time; prints, for each,
+# realprograms.sh: programs nobody here wrote, under steady load, recorded
+# by `perf record -g -F 99` and then by wallprof (TOGETHER=1: at the same
+# time, as before session 13: each tool's samples then catch the waits the
+# other's sampling program causes on another CPU); prints, for each,
 # the share of on-CPU time whose leaf is a kernel waiting function (sleep,
 # poll, futex, disk, interrupt exit, scheduler) and the top leaves. perf
 # credits each timer period to where the CPU was; wallprof must not show
@@ -16,6 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 F=${F:-99}
 SECONDS_REC=${SECONDS_REC:-5}
+TOGETHER=${TOGETHER:-0}
 PROGRAMS=${PROGRAMS:-redis,caddy,ripgrep}
 OUT=${OUT:-$(mktemp -d /tmp/realprograms.XXXXXX)}
 
@@ -45,17 +48,21 @@ fi
 # crowd where threads resume (finish_task_switch).
 PERF_SCOPE=${PERF_SCOPE:-cpu}
 
-# record NAME PID: wallprof and perf on PID for SECONDS_REC at once.
+# record NAME PID: perf, then wallprof (TOGETHER=1: both at once), on PID for
+# SECONDS_REC each.
 record() {
 	local name=$1 pid=$2 scope=(-a)
 	[ "$PERF_SCOPE" = task ] && scope=(-p "$pid")
 	perf record -q -F "$F" -g "${scope[@]}" -o "$OUT/$name.perf" -- sleep "$SECONDS_REC" >/dev/null 2>&1 &
 	local perfpid=$!
+	[ "$TOGETHER" = 1 ] || wait "$perfpid" || true
 	$WP record -q -F "$F" -p "$pid" --duration "${SECONDS_REC}s" -o "$OUT/$name.pb.gz"
 	wait "$perfpid" || true
 	perf script -F comm,pid,tid,time,period,event,ip,sym,dso -i "$OUT/$name.perf" >"$OUT/$name.perf.txt" 2>/dev/null
 	$WP convert -q --pid "$pid" "$OUT/$name.perf.txt" -o "$OUT/$name.perf.pb.gz"
-	echo "== $name (pid $pid, -F $F, ${SECONDS_REC}s, perf scope $PERF_SCOPE)"
+	local when="one after the other"
+	[ "$TOGETHER" = 1 ] && when="at once"
+	echo "== $name (pid $pid, -F $F, ${SECONDS_REC}s, perf scope $PERF_SCOPE, $when)"
 	bench/.bin/waitleaf -pid "$pid" "wallprof=$OUT/$name.pb.gz" "perf=$OUT/$name.perf.pb.gz"
 }
 
@@ -77,7 +84,7 @@ if [[ ,$PROGRAMS, == *,caddy,* ]]; then
 	caddy file-server --listen 127.0.0.1:8089 --root "$OUT/www" >/dev/null 2>&1 &
 	cpid=$!
 	sleep 1
-	hey -z $((SECONDS_REC + 3))s -c 8 http://127.0.0.1:8089/index.html >/dev/null 2>&1 &
+	hey -z $((SECONDS_REC * (2 - TOGETHER) + 3))s -c 8 http://127.0.0.1:8089/index.html >/dev/null 2>&1 &
 	hpid=$!
 	sleep 1
 	record caddy "$cpid"
