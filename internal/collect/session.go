@@ -364,7 +364,7 @@ func (s *Session) attachTable(a Attachment) error {
 		if s.objs.walk[0] == nil {
 			return fmt.Errorf("attach thread walker: its programs were not loaded")
 		}
-		w, err := newWalker(s.objs.walk[0], s.objs.walk[1], s.objs.core.WalkPending, s.walkTgids(), time.Duration(s.plan.WalkPeriodNs()))
+		w, err := newWalker(s.objs.walk[0], s.objs.walk[1], s.objs.core.WalkPending, s.objs.core.TargetForks, s.walkTgids(), s.objs.core.Targets, time.Duration(s.plan.WalkPeriodNs()))
 		if err != nil {
 			return err
 		}
@@ -775,6 +775,7 @@ type coreObjects struct {
 	ResumeMode  *ebpf.Variable `ebpf:"resume_mode"`
 	WalkMode    *ebpf.Variable `ebpf:"walk_mode"`
 	WalkPending *ebpf.Variable `ebpf:"walk_pending"`
+	TargetForks *ebpf.Variable `ebpf:"target_forks"`
 }
 
 func (o *objects) programs() []*ebpf.Program {

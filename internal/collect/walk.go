@@ -28,30 +28,42 @@ import (
 type walker struct {
 	statesProg, stacksProg *ebpf.Program
 	tgids                  *ebpf.Map // the target processes (bpf.WallprofTgidSet), nil: every task
+	targets                *ebpf.Map // every target process, where tgids has too many to list
 	// pending is the first pass's count of threads left with a sample
 	// pending (walk_pending): none, and the second pass is not run.
 	pending *ebpf.Variable
+	// forks counts the target processes added since the start
+	// (target_forks): the list of processes to walk is read again only
+	// when it moved.
+	forks     *ebpf.Variable
+	lastForks uint32
 	// all are the iterators over every task of the machine (system-wide,
-	// or more targets than tgids lists, or a kernel without the filter).
-	all    [2]*link.Iter
-	byPID  map[uint32][2]*link.Iter
-	noPID  bool // the kernel refused an iterator for one process
-	period time.Duration
-	quit   chan struct{}
-	done   chan struct{}
-	once   sync.Once
-	mu     sync.Mutex // one walk at a time (the goroutine's and stop's)
-	err    error      // the first walk that failed
+	// or more live targets than maxWalkPIDs, or a kernel without the filter).
+	all   [2]*link.Iter
+	byPID map[uint32][2]*link.Iter
+	noPID bool // the kernel refused an iterator for one process
+	// walking are the iterators of each walk (nil: not read yet); dead,
+	// the processes found gone, with how many times the list named each
+	// then (a PID used again by a new target is named once more).
+	walking []walkIters
+	dead    map[uint32]int
+	period  time.Duration
+	quit    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+	mu      sync.Mutex // one walk at a time (the goroutine's and stop's)
+	err     error      // the first walk that failed
 }
 
 // newWalker attaches the iterators and walks at once, so that the threads
 // that exist are based from the start; then every period until stop. With
 // tgids nil (system-wide) every task is visited.
-func newWalker(states, stacks *ebpf.Program, pending *ebpf.Variable, tgids *ebpf.Map, period time.Duration) (*walker, error) {
+func newWalker(states, stacks *ebpf.Program, pending, forks *ebpf.Variable, tgids, targets *ebpf.Map, period time.Duration) (*walker, error) {
 	if states == nil || stacks == nil {
 		return nil, fmt.Errorf("attach thread walker: its programs were not loaded")
 	}
-	w := &walker{statesProg: states, stacksProg: stacks, pending: pending, tgids: tgids, byPID: map[uint32][2]*link.Iter{},
+	w := &walker{statesProg: states, stacksProg: stacks, pending: pending, forks: forks, tgids: tgids, targets: targets,
+		byPID: map[uint32][2]*link.Iter{}, dead: map[uint32]int{},
 		period: period, quit: make(chan struct{}), done: make(chan struct{})}
 	for i, p := range []*ebpf.Program{states, stacks} {
 		it, err := link.AttachIter(link.IterOptions{Program: p})
@@ -84,7 +96,7 @@ func (w *walker) run() {
 		// The iterators are opened before the sleep: woken, the walk
 		// reads the threads at once (it takes their states as of its
 		// start, and the threads move on meanwhile).
-		files, err := w.open()
+		files, iters, err := w.open()
 		if err != nil {
 			if w.err == nil {
 				w.err = err
@@ -107,7 +119,7 @@ func (w *walker) run() {
 			return
 		default:
 		}
-		if err := w.read(files); err != nil && w.err == nil {
+		if err := w.read(files, iters); err != nil && w.err == nil {
 			w.err = err
 		}
 	}
@@ -116,52 +128,116 @@ func (w *walker) run() {
 // walk runs both passes once, over each target process's threads (or
 // every task).
 func (w *walker) walk() error {
-	files, err := w.open()
+	files, iters, err := w.open()
 	if err != nil {
 		return err
 	}
-	return w.read(files)
+	return w.read(files, iters)
 }
 
-// open opens the iterators of one walk: the first pass's over each target
-// process (or every task), then the second's.
-func (w *walker) open() ([]io.ReadCloser, error) {
+// walkIters are one target process's pair of iterators (pid 0: the pair
+// over every task).
+type walkIters struct {
+	pid uint32
+	its [2]*link.Iter
+}
+
+// maxWalkPIDs is how many live target processes the walks visit one by
+// one; with more, each walk visits every task of the machine once instead
+// (a build's compilers, a shell loop's children).
+const maxWalkPIDs = 64
+
+// open opens the first pass's iterators of one walk: over each target
+// process (or every task). The second pass's are opened when the first
+// leaves samples to take (read).
+func (w *walker) open() ([]io.ReadCloser, []walkIters, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	iters := w.iters()
-	files := make([]io.ReadCloser, 0, 2*len(iters))
-	for pass := range 2 {
-		for _, it := range iters {
-			f, err := it[pass].Open()
-			if err != nil {
-				closeAll(files)
-				return nil, fmt.Errorf("run thread walker: %w", err)
-			}
-			files = append(files, f)
+	files, err := openPass(iters, 0)
+	return files, iters, err
+}
+
+func openPass(iters []walkIters, pass int) ([]io.ReadCloser, error) {
+	files := make([]io.ReadCloser, 0, len(iters))
+	for _, it := range iters {
+		f, err := it.its[pass].Open()
+		if err != nil {
+			closeAll(files)
+			return nil, fmt.Errorf("run thread walker: %w", err)
 		}
+		files = append(files, f)
 	}
 	return files, nil
 }
 
 // read runs the walk: each file read runs its iterator's program over its
-// tasks, the first pass's files first (open). The second pass is left
-// unread when the first left no thread a sample to take: a target whose
+// tasks, the first pass's (open), then the second's. The second pass is
+// not run when the first left no thread a sample to take: a target whose
 // threads wait where they waited costs one program run each per walk, not
-// two. It closes the files.
-func (w *walker) read(files []io.ReadCloser) error {
+// two. A process whose first-pass iterator found no thread has exited:
+// it is not walked again. It closes the files.
+func (w *walker) read(files []io.ReadCloser, iters []walkIters) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	defer closeAll(files)
+	gone := map[uint32]bool{}
 	for i, f := range files {
-		if i == len(files)/2 && w.pending != nil {
-			var n uint32
-			if err := w.pending.Get(&n); err == nil && n == 0 {
-				return nil
-			}
+		n, err := io.Copy(io.Discard, f)
+		if err != nil {
+			return fmt.Errorf("run thread walker: %w", err)
 		}
+		if n == 0 && iters[i].pid != 0 {
+			gone[iters[i].pid] = true
+		}
+	}
+	if len(gone) > 0 {
+		w.forget(gone)
+	}
+	if w.pending != nil {
+		var n uint32
+		if err := w.pending.Get(&n); err == nil && n == 0 {
+			return nil
+		}
+	}
+	live := make([]walkIters, 0, len(iters))
+	for _, it := range iters {
+		if !gone[it.pid] {
+			live = append(live, it)
+		}
+	}
+	second, err := openPass(live, 1)
+	if err != nil {
+		return err
+	}
+	defer closeAll(second)
+	for _, f := range second {
 		if _, err := io.Copy(io.Discard, f); err != nil {
 			return fmt.Errorf("run thread walker: %w", err)
 		}
 	}
 	return nil
+}
+
+// forget stops walking the processes gone and detaches their iterators.
+func (w *walker) forget(gone map[uint32]bool) {
+	named := w.named()
+	walking := make([]walkIters, 0, len(w.walking))
+	for _, it := range w.walking {
+		if !gone[it.pid] {
+			walking = append(walking, it)
+		}
+	}
+	w.walking = walking
+	for pid := range gone {
+		w.dead[pid] = max(named[pid], 1)
+		for _, it := range w.byPID[pid] {
+			if it != nil {
+				it.Close()
+			}
+		}
+		delete(w.byPID, pid)
+	}
 }
 
 func closeAll(files []io.ReadCloser) {
@@ -170,19 +246,40 @@ func closeAll(files []io.ReadCloser) {
 	}
 }
 
-// iters are the iterators of this walk: one pair per target process, or
-// the pair over every task.
-func (w *walker) iters() [][2]*link.Iter {
-	all := [][2]*link.Iter{w.all}
+// iters are the iterators of this walk: one pair per live target process,
+// or the pair over every task. The list is read again only when a target
+// process was added since (target_forks).
+func (w *walker) iters() []walkIters {
+	all := []walkIters{{its: w.all}}
 	if w.tgids == nil || w.noPID {
 		return all
 	}
-	var set bpf.WallprofTgidSet
-	if err := w.tgids.Lookup(uint32(0), &set); err != nil || int(set.N) > len(set.Tgid) {
+	var forks uint32
+	if w.forks != nil {
+		if err := w.forks.Get(&forks); err != nil {
+			return all
+		}
+		if w.walking != nil && forks == w.lastForks {
+			return w.walking
+		}
+	}
+	pids, ok := w.targetPIDs()
+	if !ok {
 		return all
 	}
-	out := make([][2]*link.Iter, 0, set.N)
-	for _, pid := range set.Tgid[:set.N] {
+	named := w.named()
+	out := make([]walkIters, 0, len(pids))
+	for _, pid := range pids {
+		if d, gone := w.dead[pid]; gone {
+			if named[pid] <= d {
+				continue
+			}
+			delete(w.dead, pid) // the PID of a new target process
+		}
+		if len(out) == maxWalkPIDs {
+			out = all
+			break
+		}
 		its, ok := w.byPID[pid]
 		if !ok {
 			var err error
@@ -192,9 +289,58 @@ func (w *walker) iters() [][2]*link.Iter {
 			}
 			w.byPID[pid] = its
 		}
-		out = append(out, its)
+		out = append(out, walkIters{pid: pid, its: its})
 	}
+	w.walking, w.lastForks = out, forks
 	return out
+}
+
+// targetPIDs lists the target processes: the short list in tgids, or,
+// when it overflowed, every key of targets.
+func (w *walker) targetPIDs() ([]uint32, bool) {
+	var set bpf.WallprofTgidSet
+	if err := w.tgids.Lookup(uint32(0), &set); err != nil {
+		return nil, false
+	}
+	var pids []uint32
+	if int(set.N) <= len(set.Tgid) {
+		for _, pid := range set.Tgid[:set.N] {
+			if !slices.Contains(pids, pid) {
+				pids = append(pids, pid)
+			}
+		}
+		return pids, true
+	}
+	if w.targets == nil {
+		return nil, false
+	}
+	var pid uint32
+	var one uint8
+	it := w.targets.Iterate()
+	for it.Next(&pid, &one) {
+		pids = append(pids, pid)
+	}
+	if it.Err() != nil {
+		return nil, false
+	}
+	slices.Sort(pids)
+	return pids, true
+}
+
+// named counts how many times the short list names each process: a PID
+// named again after its process was found gone is a new process's. (Past
+// the short list's length, a PID used again is not told apart: its new
+// process is not walked, and its off-CPU time goes unsampled.)
+func (w *walker) named() map[uint32]int {
+	n := map[uint32]int{}
+	var set bpf.WallprofTgidSet
+	if err := w.tgids.Lookup(uint32(0), &set); err != nil || int(set.N) > len(set.Tgid) {
+		return n
+	}
+	for _, pid := range set.Tgid[:set.N] {
+		n[pid]++
+	}
+	return n
 }
 
 // pidIters attaches both passes' iterators to the threads of process pid.

@@ -212,6 +212,7 @@ const (
 	WallprofVarSelfTgid         = "self_tgid"
 	WallprofVarSnapTgid         = "snap_tgid"
 	WallprofVarStartNs          = "start_ns"
+	WallprofVarTargetForks      = "target_forks"
 	WallprofVarUnusedExit       = "unused_exit"
 	WallprofVarUnusedSample     = "unused_sample"
 	WallprofVarUnusedThreadSnap = "unused_thread_snap"
@@ -322,6 +323,7 @@ type WallprofVariableSpecs struct {
 	SelfTgid         *ebpf.VariableSpec `ebpf:"self_tgid"`
 	SnapTgid         *ebpf.VariableSpec `ebpf:"snap_tgid"`
 	StartNs          *ebpf.VariableSpec `ebpf:"start_ns"`
+	TargetForks      *ebpf.VariableSpec `ebpf:"target_forks"`
 	UnusedExit       *ebpf.VariableSpec `ebpf:"unused_exit"`
 	UnusedSample     *ebpf.VariableSpec `ebpf:"unused_sample"`
 	UnusedThreadSnap *ebpf.VariableSpec `ebpf:"unused_thread_snap"`
@@ -410,6 +412,7 @@ type WallprofVariables struct {
 	SelfTgid         *ebpf.Variable `ebpf:"self_tgid"`
 	SnapTgid         *ebpf.Variable `ebpf:"snap_tgid"`
 	StartNs          *ebpf.Variable `ebpf:"start_ns"`
+	TargetForks      *ebpf.Variable `ebpf:"target_forks"`
 	UnusedExit       *ebpf.Variable `ebpf:"unused_exit"`
 	UnusedSample     *ebpf.Variable `ebpf:"unused_sample"`
 	UnusedThreadSnap *ebpf.Variable `ebpf:"unused_thread_snap"`

@@ -199,6 +199,10 @@ struct tgid_set {
 	u32 n;
 	u32 tgid[MAX_TGIDS];
 };
+/* How many target processes sched_process_fork has added: the walker reads
+ * it (memory-mapped) at each walk and reads the target list again only when
+ * it moved. */
+volatile u32 target_forks = 0;
 /* Set by user space before loading. */
 const volatile u64 period_ns = 10101010;
 /* Off-CPU time that one off-CPU stack sample stands for (collect.Plan's
@@ -1212,6 +1216,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 		if (i < MAX_TGIDS)
 			set->tgid[i & (MAX_TGIDS - 1)] = ctgid;
 	}
+	__sync_fetch_and_add(&target_forks, 1);
 	return 0;
 }
 
@@ -2457,6 +2462,13 @@ int walk_states(struct bpf_iter__task *ctx)
 	u32 tgid = task->tgid;
 	if (tid == 0 || !is_target(tgid))
 		return 0;
+	if (ctx->meta->seq_num == 0) {
+		/* One byte per walk of a live target: a process's iterator that
+		 * yields none has no threads left, and user space stops walking
+		 * it. */
+		u8 alive = 1;
+		bpf_seq_write(ctx->meta->seq, &alive, 1);
+	}
 	struct tstate *st = bpf_map_lookup_elem(&threads, &tid);
 	if (!st) {
 		if (task->flags & PF_EXITING)
