@@ -349,7 +349,8 @@ func (c *recorder) options() record.Options {
 // sched_wakeup; WALLPROF_EXIT_TP=0 leaves sched_exit_tp alone;
 // WALLPROF_ACCOUNTING=walk, resume or switch picks the accounting (the
 // default: collect.AccountAuto); WALLPROF_TIMER_STAGGER=0 starts the CPUs'
-// sampling timers at one instant.
+// sampling timers at one instant; WALLPROF_WALK_EVERY (a duration) sets the
+// mean interval between two walks.
 func setPlanFromEnv(p *collect.Plan) {
 	switch os.Getenv("WALLPROF_RESUME") {
 	case "0":
@@ -368,6 +369,9 @@ func setPlanFromEnv(p *collect.Plan) {
 	p.NoRunDelay = os.Getenv("WALLPROF_RUN_DELAY") == "0"
 	p.NoExitTP = os.Getenv("WALLPROF_EXIT_TP") == "0"
 	p.NoStagger = os.Getenv("WALLPROF_TIMER_STAGGER") == "0"
+	if d, err := time.ParseDuration(os.Getenv("WALLPROF_WALK_EVERY")); err == nil && d > 0 {
+		p.WalkEvery = d
+	}
 	p.FramePointersOnly = os.Getenv("WALLPROF_UNWIND") == "fp"
 	if n, err := strconv.Atoi(os.Getenv("WALLPROF_UNWIND_ROWS")); err == nil && n > 0 {
 		p.UnwindRows = n

@@ -38,12 +38,15 @@ type Aggregator struct {
 	// on many threads, in many states, is held once, and an entry's key
 	// names it by number. At -F 999 on a Go server most memory of a
 	// recording was stacks copied per entry and again in its key.
-	stacks     map[string]*aggStack
-	skey       []byte
-	comms      map[string]string // interned thread names
-	order      []*aggEntry
-	last       map[threadState]*aggEntry // the latest sample of each thread and state
-	lastAny    map[uint32]*aggEntry      // the latest sample of each thread
+	stacks  map[string]*aggStack
+	skey    []byte
+	comms   map[string]string // interned thread names
+	order   []*aggEntry
+	last    map[threadState]*aggEntry // the latest sample of each thread and state
+	lastAny map[uint32]*aggEntry      // the latest sample of each thread
+	// lastAt: per thread, its latest walk sample at each place (state and
+	// saved user registers), for the walk's carries that name one.
+	lastAt     map[uint32]map[place]*aggEntry
 	comm       map[uint32]string
 	perThread  map[uint32]int
 	cpuSamples map[uint32]int   // per thread, its on-CPU (timer) samples
@@ -204,6 +207,7 @@ func NewAggregator(newResolver func(pid int) (ProcessResolver, error)) *Aggregat
 		walkNominal: map[threadState]int64{},
 		last:        map[threadState]*aggEntry{},
 		lastAny:     map[uint32]*aggEntry{},
+		lastAt:      map[uint32]map[place]*aggEntry{},
 		byTID:       map[uint32][]*aggEntry{},
 	}
 }
@@ -249,7 +253,12 @@ func (a *Aggregator) Add(s *RawSample) {
 				continue
 			}
 			r := Remainder{PID: s.PID, TID: s.TID, State: profile.State(st), Nanos: w}
-			if e, ok := a.last[threadState{s.TID, r.State}]; ok {
+			if e, ok := a.lastAt[s.TID][place{r.State, s.Regs}]; ok && s.Walk && s.Regs.IP != 0 {
+				// Where the thread waited at the walk's instant, which
+				// an earlier walk took the stack of.
+				e.value += int64(w)
+				a.walkNominal[threadState{s.TID, r.State}] += int64(w)
+			} else if e, ok := a.last[threadState{s.TID, r.State}]; ok {
 				e.value += int64(w)
 				if s.Walk {
 					a.walkNominal[threadState{s.TID, r.State}] += int64(w)
@@ -325,6 +334,20 @@ func (a *Aggregator) add(s *RawSample, st profile.State, kernel, user []uint64, 
 	}
 	a.last[threadState{s.TID, st}] = e
 	a.lastAny[s.TID] = e
+	if s.Walk && s.Regs.IP != 0 {
+		at := a.lastAt[s.TID]
+		if at == nil {
+			at = map[place]*aggEntry{}
+			a.lastAt[s.TID] = at
+		}
+		at[place{st, s.Regs}] = e
+	}
+}
+
+// place is where a thread waits: its state and saved user registers.
+type place struct {
+	state profile.State
+	regs  symbolize.Regs
 }
 
 // Forget drops all the aggregator holds of the processes in pids, which
@@ -380,6 +403,11 @@ func (a *Aggregator) Forget(pids map[uint32]bool) map[uint32]bool {
 		}
 		if e, ok := a.lastAny[tid]; ok && pids[e.pid] {
 			delete(a.lastAny, tid)
+		}
+		for k, e := range a.lastAt[tid] {
+			if pids[e.pid] {
+				delete(a.lastAt[tid], k)
+			}
 		}
 		if other[tid] {
 			delete(gone, tid)
@@ -503,6 +531,14 @@ func (a *Aggregator) Fold(pid, tid, into uint32) {
 	if e, ok := a.lastAny[tid]; ok && moved[e] != nil {
 		delete(a.lastAny, tid)
 		a.lastAny[into] = moved[e]
+	}
+	for k, e := range a.lastAt[tid] {
+		if moved[e] != nil {
+			delete(a.lastAt[tid], k) // its thread's places end with it
+		}
+	}
+	if len(a.lastAt[tid]) == 0 {
+		delete(a.lastAt, tid)
 	}
 	if len(keep) == 0 {
 		// The counts by thread id are the thread's (none of another

@@ -997,3 +997,41 @@ func TestBuildGivesHeldWalkTimeToTheLatestSample(t *testing.T) {
 		t.Errorf("window samples %+v, want one of 1 s (a quarter of the sleep)", w.Samples)
 	}
 }
+
+// A walk's carry that names where the thread waited at the walk's instant
+// (it moved on before its stack was taken) goes to its sample at that
+// place, not to its latest sample in the state: a thread that alternates
+// between two waits of one state (a server's sleep and its condition wait)
+// would otherwise give the first wait's time to the second.
+func TestBuildGivesWalkCarryToItsPlace(t *testing.T) {
+	const ms = 1_000_000
+	at := func(w, pc, sp uint64, carry bool) *RawSample {
+		s := mkSample(1, 2, "t", [5]uint64{profile.Sleeping: w}, nil, []uint64{pc})
+		s.Walk, s.Carry = true, carry
+		s.Regs = symbolize.Regs{IP: pc, SP: sp, BP: sp + 16}
+		if carry {
+			s.User = nil
+		}
+		return s
+	}
+	a := NewAggregator(nil)
+	a.Add(at(10*ms, 0xc, 0x7000, false)) // the sleep
+	a.Add(at(10*ms, 0xd, 0x7100, false)) // the condition wait, the latest
+	a.Add(at(10*ms, 0xc, 0x7000, true))  // at the sleep, moved on
+	a.Add(at(10*ms, 0xe, 0x7200, true))  // a place never sampled: the latest
+	res := &Result{EndNs: 4_000 * ms, PeriodNs: 10 * ms, Walk: true,
+		Threads: []*ThreadRecord{{PID: 1, TID: 2, Name: "t", EndNs: 4_000 * ms, Time: [5]uint64{profile.Sleeping: 4_000 * ms}}},
+	}
+	a.Scale(res)
+	p := Build(res, a, nil, "")
+	got := map[string]int64{}
+	for _, s := range p.Samples {
+		got[s.Stack[0].Frames[0].Function] += s.Value
+	}
+	want := map[string]int64{"[unknown]+0xc": 2_000 * ms, "[unknown]+0xd": 2_000 * ms}
+	for k, v := range want {
+		if d := got[k] - v; d < -2 || d > 2 {
+			t.Errorf("%s: %d, want %d (all: %v)", k, got[k], v, got)
+		}
+	}
+}

@@ -43,6 +43,9 @@ type Plan struct {
 	// NoStagger enables the CPUs' sampling timers at one instant, not
 	// apart (linux.OpenCPUClocks; to compare).
 	NoStagger bool
+	// WalkEvery is the mean interval between two walks (walk mode); 0:
+	// WalkPeriodNs's default (to measure what the walks cost).
+	WalkEvery time.Duration
 	// NoExitTP does not load the programs on sched_exit_tp: the way of
 	// kernels before 6.16 (to compare).
 	NoExitTP bool
@@ -142,5 +145,8 @@ func (p Plan) OffCPUPeriodNs() uint64 {
 // sampling error that shrinks with the number of walks, and a thread that
 // stays in one wait costs a walk almost nothing (its stack is read once).
 func (p Plan) WalkPeriodNs() uint64 {
+	if p.WalkEvery > 0 {
+		return uint64(p.WalkEvery)
+	}
 	return max(p.PeriodNs()/8, uint64(MinOffCPUPeriod))
 }

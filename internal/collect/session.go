@@ -364,7 +364,9 @@ func (s *Session) attachTable(a Attachment) error {
 		if s.objs.walk[0] == nil {
 			return fmt.Errorf("attach thread walker: its programs were not loaded")
 		}
-		w, err := newWalker(s.objs.walk[0], s.objs.walk[1], s.objs.core.WalkPending, s.objs.core.TargetForks, s.walkTgids(), s.objs.core.Targets, time.Duration(s.plan.WalkPeriodNs()))
+		c := &s.objs.core
+		objs := walkerObjects{states: s.objs.walk[0], stacks: s.objs.walk[1], pending: c.WalkPending, forks: c.TargetForks, threads: c.WalkThreads}
+		w, err := newWalker(objs, s.walkTgids(), c.Targets, time.Duration(s.plan.WalkPeriodNs()), time.Duration(s.plan.PeriodNs()))
 		if err != nil {
 			return err
 		}
@@ -776,6 +778,7 @@ type coreObjects struct {
 	WalkMode    *ebpf.Variable `ebpf:"walk_mode"`
 	WalkPending *ebpf.Variable `ebpf:"walk_pending"`
 	TargetForks *ebpf.Variable `ebpf:"target_forks"`
+	WalkThreads *ebpf.Variable `ebpf:"walk_threads"`
 }
 
 func (o *objects) programs() []*ebpf.Program {

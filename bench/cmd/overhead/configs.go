@@ -107,6 +107,14 @@ var allConfigs = []config{
 	{Name: "wallprof-99-walk", Wrap: func(e *env, argv []string) []string {
 		return append([]string{"env", "WALLPROF_ACCOUNTING=walk"}, wallprofAt("wallprof-99-walk", 99)(e, argv)...)
 	}, Wallprof: true, Optional: true},
+	// The walk with the walker all but idle (a walk every 200 ms): what
+	// the timers' samples and the hooks cost walking, without the walks.
+	{Name: "wallprof-99-walk-rare", Optional: true, Wrap: func(e *env, argv []string) []string {
+		return append([]string{"env", "WALLPROF_ACCOUNTING=walk", "WALLPROF_WALK_EVERY=200ms"}, wallprofAt("wallprof-99-walk-rare", 99)(e, argv)...)
+	}},
+	{Name: "wallprof-99-walk-fp", Optional: true, Wrap: func(e *env, argv []string) []string {
+		return append([]string{"env", "WALLPROF_ACCOUNTING=walk", "WALLPROF_UNWIND=fp"}, wallprofAt("wallprof-99-walk-fp", 99)(e, argv)...)
+	}},
 	{Name: "wallprof-999-walk", Wrap: func(e *env, argv []string) []string {
 		return append([]string{"env", "WALLPROF_ACCOUNTING=walk"}, wallprofAt("wallprof-999-walk", 999)(e, argv)...)
 	}, Wallprof: true, Optional: true},

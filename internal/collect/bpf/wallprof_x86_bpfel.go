@@ -120,6 +120,9 @@ type WallprofTstate struct {
 	WalkKh       uint64
 	WalkK        uint32
 	WalkGen      uint32
+	InstIp       uint64
+	InstSp       uint64
+	InstBp       uint64
 }
 
 type WallprofUnwFile struct {
@@ -224,6 +227,7 @@ const (
 	WallprofVarUseRd            = "use_rd"
 	WallprofVarWalkMode         = "walk_mode"
 	WallprofVarWalkPending      = "walk_pending"
+	WallprofVarWalkThreads      = "walk_threads"
 )
 
 // LoadWallprof returns the embedded CollectionSpec for Wallprof.
@@ -335,6 +339,7 @@ type WallprofVariableSpecs struct {
 	UseRd            *ebpf.VariableSpec `ebpf:"use_rd"`
 	WalkMode         *ebpf.VariableSpec `ebpf:"walk_mode"`
 	WalkPending      *ebpf.VariableSpec `ebpf:"walk_pending"`
+	WalkThreads      *ebpf.VariableSpec `ebpf:"walk_threads"`
 }
 
 // WallprofObjects contains all objects after they have been loaded into the kernel.
@@ -424,6 +429,7 @@ type WallprofVariables struct {
 	UseRd            *ebpf.Variable `ebpf:"use_rd"`
 	WalkMode         *ebpf.Variable `ebpf:"walk_mode"`
 	WalkPending      *ebpf.Variable `ebpf:"walk_pending"`
+	WalkThreads      *ebpf.Variable `ebpf:"walk_threads"`
 }
 
 // WallprofPrograms contains all programs after they have been loaded into the kernel.

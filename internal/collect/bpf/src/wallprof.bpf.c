@@ -126,6 +126,10 @@ struct tstate {
 	u64 walk_ip, walk_sp, walk_bp, walk_kh;
 	u32 walk_k;
 	u32 walk_gen; /* walk mode: the walk that read it last (walk_instant) */
+	/* Walk mode: its saved user ip, sp and bp at the walk's instant, for a
+	 * thread whose stack the second pass is to take: if it has moved on
+	 * by then, its time goes to its latest sample at that place. */
+	u64 inst_ip, inst_sp, inst_bp;
 };
 
 struct sample_event {
@@ -2377,29 +2381,38 @@ static __always_inline void walk_hold(struct tstate *st, u32 k, u64 w)
 	add_in(st->acc, k, w);
 }
 
-static __always_inline void emit_walk_carry(u32 pid, u32 tid, u32 k, u64 w);
+static __always_inline void emit_walk_carry(u32 pid, u32 tid, u32 k, u64 w, u64 ip, u64 sp, u64 bp);
 
+/* walk_release sends the weights held for the thread: they belong to the
+ * sample at the place of its latest stack (walk_ip...). */
 static __always_inline void walk_release(struct tstate *st, u32 pid, u32 tid)
 {
 	for (u32 k = ST_RUNNABLE; k < NSTATES; k++) {
 		u64 w = st->acc[k];
 		if (w) {
 			st->acc[k] = 0;
-			emit_walk_carry(pid, tid, k, w);
+			if (k == st->walk_k)
+				emit_walk_carry(pid, tid, k, w, st->walk_ip, st->walk_sp, st->walk_bp);
+			else
+				emit_walk_carry(pid, tid, k, w, 0, 0, 0);
 		}
 	}
 }
 
 /* emit_walk_carry sends w, in state k, for thread tid of process pid
  * without a stack: user space adds it to the thread's latest sample in that
- * state. */
-static __always_inline void emit_walk_carry(u32 pid, u32 tid, u32 k, u64 w)
+ * state at the place of the saved user registers ip, sp and bp (the same
+ * wait, or the same call of it), or failing that, to its latest sample in
+ * that state. */
+static __always_inline void emit_walk_carry(u32 pid, u32 tid, u32 k, u64 w, u64 ip, u64 sp, u64 bp)
 {
 	struct sample_event *e = reserve_task_event(pid, tid, SAMPLE_CARRY | SAMPLE_WALK, k, w);
 	if (!e)
 		return;
 	e->comm[0] = 0;
-	e->ip = e->sp = e->bp = 0;
+	e->ip = ip;
+	e->sp = sp;
+	e->bp = bp;
 	e->klen = 0;
 	e->ulen = 0;
 	e->snap_len = 0;
@@ -2421,6 +2434,9 @@ static u64 walk_nvcsw, walk_rd, walk_at, walk_prev_at;
 /* How many threads the walk's first pass left a sample pending for: user
  * space reads it (memory-mapped) and skips the second pass when none. */
 volatile u32 walk_pending = 0;
+/* How many target threads the walk's first pass read: user space spaces
+ * the walks of many threads further apart. */
+volatile u32 walk_threads = 0;
 
 static __always_inline u64 walk_instant(struct task_struct *me)
 {
@@ -2434,6 +2450,7 @@ static __always_inline u64 walk_instant(struct task_struct *me)
 		walk_at = arrival > waited ? arrival - waited : arrival;
 		walk_gen++;
 		walk_pending = 0;
+		walk_threads = 0;
 		walk_tid = tid;
 		walk_nvcsw = nv;
 	}
@@ -2494,6 +2511,7 @@ int walk_states(struct bpf_iter__task *ctx)
 	u64 w = prev && now > prev ? now - prev : period_ns;
 	struct task_struct *me = bpf_get_current_task_btf();
 	u64 since = walk_instant(me);
+	walk_threads++;
 	/* Read by the previous walk too: its sample weighs the time between
 	 * the two walks' instants, which the timer sets, rather than between
 	 * the two reads, which come later when the CPUs are busy (and so with
@@ -2528,6 +2546,10 @@ int walk_states(struct bpf_iter__task *ctx)
 		walk_hold(st, k, w);
 		return 0;
 	}
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	st->inst_ip = BPF_CORE_READ(regs, ip);
+	st->inst_sp = BPF_CORE_READ(regs, sp);
+	st->inst_bp = BPF_CORE_READ(regs, bp);
 	st->last_runnable = w;
 	walk_pending++;
 	return 0;
@@ -2567,7 +2589,7 @@ int walk_stacks(struct bpf_iter__task *ctx)
 	if (k >= NSTATES)
 		k = ST_OTHER;
 	if (task->on_cpu || (u32)(task->nvcsw + task->nivcsw) != st->pad2) {
-		emit_walk_carry(task->tgid, tid, k, w);
+		emit_walk_carry(task->tgid, tid, k, w, st->inst_ip, st->inst_sp, st->inst_bp);
 		return 0;
 	}
 	/* Waiting where its latest stack was taken (the same user registers
