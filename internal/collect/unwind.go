@@ -83,6 +83,7 @@ type unwindTables struct {
 	sources  map[uint32]UnwindSource
 	mapsSeen map[uint32][]byte // /proc/PID/maps when last loaded
 	nextID   uint32
+	loads    uint32 // the process entries loaded (unw_proc.gen)
 	stats    UnwindStats
 
 	// qmu guards what the reader hands over (it never waits for mu, which
@@ -352,7 +353,8 @@ func (u *unwindTables) load(pid uint32, maps []symbolize.UnwindMapping) {
 		u.dropEntry(pid)
 		return
 	}
-	entry := bpf.WallprofUnwProc{N: uint32(len(maps)), Slot: slot}
+	u.loads++
+	entry := bpf.WallprofUnwProc{N: uint32(len(maps)), Slot: slot, Gen: u.loads}
 	for _, m := range maps {
 		if m.Go {
 			entry.Go = 1

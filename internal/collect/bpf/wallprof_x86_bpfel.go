@@ -120,6 +120,8 @@ type WallprofTstate struct {
 	WalkKh       uint64
 	WalkK        uint32
 	WalkGen      uint32
+	WalkTables   uint32
+	Pad3         uint32
 	InstIp       uint64
 	InstSp       uint64
 	InstBp       uint64
@@ -157,7 +159,7 @@ type WallprofUnwProc struct {
 	GoexitLo uint64
 	GoexitHi uint64
 	Go       uint32
-	Pad      uint32
+	Gen      uint32
 }
 
 type WallprofUnwRow struct {

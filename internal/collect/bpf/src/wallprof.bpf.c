@@ -126,6 +126,10 @@ struct tstate {
 	u64 walk_ip, walk_sp, walk_bp, walk_kh;
 	u32 walk_k;
 	u32 walk_gen; /* walk mode: the walk that read it last (walk_instant) */
+	/* Walk mode: its process's unwind tables (unw_proc.gen) when its latest
+	 * stack was taken. */
+	u32 walk_tables;
+	u32 pad3;
 	/* Walk mode: its saved user ip, sp and bp at the walk's instant, for a
 	 * thread whose stack the second pass is to take: if it has moved on
 	 * by then, its time goes to its latest sample at that place. */
@@ -350,7 +354,9 @@ struct unw_proc {
 	 * repairs from the stack snapshot; 0: the walk is all there is, and
 	 * the snapshot is not taken. */
 	u32 go;
-	u32 pad;
+	/* Counts the loads of the process's entry (user space): a stack the
+	 * walk unwound with older tables is read again. */
+	u32 gen;
 };
 
 /* The Go runtime's layout (amd64, stable since Go 1.4): g.m, m.g0, and
@@ -2541,6 +2547,13 @@ int walk_states(struct bpf_iter__task *ctx)
 		return 0;
 	}
 	if (same) {
+		/* Unless its process's unwind tables changed since its stack
+		 * was taken (walk_stacks reads it again). */
+		u32 tgid = task->tgid;
+		struct unw_proc *up = bpf_map_lookup_elem(&unw_procs, &tgid);
+		same = !up || up->gen == st->walk_tables;
+	}
+	if (same) {
 		/* In the wait it was in at the previous walk, which took its
 		 * stack: the time goes to that sample. */
 		walk_hold(st, k, w);
@@ -2610,10 +2623,18 @@ int walk_stacks(struct bpf_iter__task *ctx)
 			break;
 		kh = (kh ^ e->kstack[i]) * 0x100000001b3ULL;
 	}
-	if (st->walk_ip == ip && st->walk_sp == sp && st->walk_bp == bp && st->walk_kh == kh && st->walk_k == k) {
+	u32 tgid = task->tgid;
+	struct unw_proc *up = bpf_map_lookup_elem(&unw_procs, &tgid);
+	u32 tables = up ? up->gen : 0;
+	/* (Unless its process's unwind tables changed since: a thread that
+	 * blocked as its process started was read with frame pointers alone,
+	 * before the tables of its program were loaded.) */
+	if (st->walk_ip == ip && st->walk_sp == sp && st->walk_bp == bp && st->walk_kh == kh && st->walk_k == k &&
+	    st->walk_tables == tables) {
 		walk_hold(st, k, w);
 		return 0;
 	}
+	st->walk_tables = tables;
 	st->walk_ip = ip;
 	st->walk_sp = sp;
 	st->walk_bp = bp;
