@@ -25,11 +25,11 @@ demo: wallprof examples/demo/demo
 test:
 	$(GO) test -p 1 -timeout 30m ./...
 	@# The other accountings against the ground truth as well (where the
-	@# kernel has sched_exit_tp and schedstat the run above checked the
-	@# default, at each thread's resumption): the walk (WALLPROF_ACCOUNTING=walk,
-	@# no program at a switch), and at each switch, which kernels before
-	@# 6.16 or without schedstat get.
-	WALLPROF_ACCOUNTING=walk $(GO) test -count=1 -run '^(TestRecordCGroundTruth|TestRecordCBursts|TestRecordGoProgram|TestRecordAttachTargetExits|TestRecordFollowsChildren|TestRecordSamplesAtFrequency|TestRecordThreadChurn)$$' ./cmd/wallprof
+	@# kernel has sched_exit_tp and schedstat the run above checked record's
+	@# default, the walk): at each thread's resumption, which top and the
+	@# agent use, and at each switch, which kernels before 6.16 or without
+	@# schedstat get.
+	WALLPROF_ACCOUNTING=resume $(GO) test -count=1 -run '^(TestRecordCGroundTruth|TestRecordCBursts|TestRecordGoProgram|TestRecordAttachTargetExits|TestRecordFollowsChildren|TestRecordSamplesAtFrequency|TestRecordThreadChurn)$$' ./cmd/wallprof
 	WALLPROF_RESUME=0 $(GO) test -count=1 -run '^(TestRecordCGroundTruth|TestRecordCBursts|TestRecordGoProgram|TestRecordAttachTargetExits|TestRecordFollowsChildren|TestRecordSamplesAtFrequency)$$' ./cmd/wallprof
 	cd examples/searchserver && $(GO) test ./...
 	$(MAKE) fuzz-smoke

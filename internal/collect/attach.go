@@ -5,9 +5,10 @@ package collect
 type Accounting int
 
 const (
-	// AccountAuto accounts at each thread's resumption where the kernel
-	// allows it (sched_exit_tp and schedstat), else at sched_switch. (Not
-	// AccountWalk: a Go server fell behind with it, see doc/recorder.md.)
+	// AccountAuto walks the threads (AccountWalk) where the kernel allows
+	// it and the plan is neither system-wide nor read in live windows,
+	// else accounts at each thread's resumption where the kernel allows it
+	// (sched_exit_tp and schedstat), else at sched_switch.
 	AccountAuto Accounting = iota
 	// AccountResume accounts at each thread's resumption where the kernel
 	// allows it, and fails rather than fall back when its programs will
@@ -80,9 +81,9 @@ type Attachment struct {
 }
 
 // mayWalk says whether the plan walks the threads where the kernel allows
-// it (AccountWalk).
+// it (AccountWalk, or AccountAuto neither system-wide nor live).
 func (p Plan) mayWalk() bool {
-	return p.Accounting == AccountWalk
+	return p.Accounting == AccountWalk || (p.Accounting == AccountAuto && !p.All && !p.Live)
 }
 
 // Attachment decides what to attach on a kernel with features f. It is a
@@ -92,7 +93,16 @@ func (p Plan) Attachment(f Features) Attachment {
 		f.ExitTP = false // not even loaded; kept here so that the table says so
 	}
 	if p.mayWalk() && f.ExitTP && f.Schedstat {
-		return Attachment{Walk: true, Tracing: []string{progWakeupNew, progFork, progTaskExit}}
+		a := Attachment{Walk: true, Tracing: []string{progWakeupNew, progFork, progTaskExit}}
+		if p.Accounting == AccountAuto {
+			// A kernel that will not run the walker's iterators:
+			// resume mode.
+			rs := p
+			rs.Live = true
+			fb := rs.Attachment(f)
+			a.Fallback = &fb
+		}
+		return a
 	}
 	if p.Accounting != AccountSwitch && f.ExitTP && f.Schedstat {
 		a := Attachment{Resume: true, UseRunDelay: true,

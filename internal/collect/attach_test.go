@@ -20,6 +20,8 @@ func TestPlanAttachment(t *testing.T) {
 	resumeAuto.Fallback = &switchWithExitTP
 
 	walk := Attachment{Walk: true, Tracing: []string{progWakeupNew, progFork, progTaskExit}}
+	walkAuto := walk
+	walkAuto.Fallback = &resumeAuto
 
 	noRD := Attachment{Tracing: []string{progSwitch, progWakeupNew, progFork, progWakeup, progSchedExit}, Fallback: &older}
 	for _, c := range []struct {
@@ -28,9 +30,9 @@ func TestPlanAttachment(t *testing.T) {
 		f    Features
 		want Attachment
 	}{
-		{"6.16+ with schedstat: one program per switch, switch-time if it will not attach", Plan{}, modern, resumeAuto},
-		{"read in live windows (top, the agent): the same", Plan{Live: true}, modern, resumeAuto},
-		{"system-wide: the same", Plan{All: true}, modern, resumeAuto},
+		{"6.16+ with schedstat: no program per switch, one if the walker will not attach, switch-time if that will not", Plan{}, modern, walkAuto},
+		{"read in live windows (top, the agent): one program per switch", Plan{Live: true}, modern, resumeAuto},
+		{"system-wide: one program per switch", Plan{All: true}, modern, resumeAuto},
 		{"WALLPROF_ACCOUNTING=walk: no fall back", Plan{Accounting: AccountWalk}, modern, walk},
 		{"WALLPROF_ACCOUNTING=walk, system-wide: walked all the same", Plan{Accounting: AccountWalk, All: true}, modern, walk},
 		{"WALLPROF_ACCOUNTING=walk on an older kernel: switch-time", Plan{Accounting: AccountWalk}, Features{Schedstat: true}, older},

@@ -35,7 +35,7 @@ type Plan struct {
 	Accounting Accounting
 	// Live: the recording is read in windows while it runs (top, the
 	// agent), which walk mode does not support (its off-CPU samples are
-	// scaled over the whole recording).
+	// scaled over the whole recording): AccountAuto does not walk.
 	Live bool
 	// NoRunDelay probes sched_wakeup for the end of a block even where
 	// schedstat gives it (switch-time accounting; to compare).

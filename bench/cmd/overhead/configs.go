@@ -102,17 +102,25 @@ var allConfigs = []config{
 	{Name: "wallprof-99-cut1-fp", Wrap: func(e *env, argv []string) []string {
 		return append([]string{"env", "WALLPROF_ACCOUNTING=resume", "WALLPROF_BENCH_CUT=1", "WALLPROF_UNWIND=fp"}, wallprofAt("wallprof-99-cut1-fp", 99)(e, argv)...)
 	}, Wallprof: true, Optional: true},
-	// The walk (WALLPROF_ACCOUNTING=walk): no program at a switch, the
-	// threads walked from wallprof's CPU (doc/recorder.md).
+	// record's default walks the threads (no program at a switch); the
+	// accounting at each thread's resumption that top and the agent use,
+	// one program run per switch (WALLPROF_ACCOUNTING=resume).
+	{Name: "wallprof-99-resume", Wrap: func(e *env, argv []string) []string {
+		return append([]string{"env", "WALLPROF_ACCOUNTING=resume"}, wallprofAt("wallprof-99-resume", 99)(e, argv)...)
+	}, Wallprof: true, Optional: true},
+	{Name: "wallprof-999-resume", Wrap: func(e *env, argv []string) []string {
+		return append([]string{"env", "WALLPROF_ACCOUNTING=resume"}, wallprofAt("wallprof-999-resume", 999)(e, argv)...)
+	}, Wallprof: true, Optional: true},
+	// The walk named (the default, where the kernel allows it).
 	{Name: "wallprof-99-walk", Wrap: func(e *env, argv []string) []string {
 		return append([]string{"env", "WALLPROF_ACCOUNTING=walk"}, wallprofAt("wallprof-99-walk", 99)(e, argv)...)
 	}, Wallprof: true, Optional: true},
 	// The walk with the walker all but idle (a walk every 200 ms): what
 	// the timers' samples and the hooks cost walking, without the walks.
-	{Name: "wallprof-99-walk-rare", Optional: true, Wrap: func(e *env, argv []string) []string {
+	{Name: "wallprof-99-walk-rare", Wallprof: true, Optional: true, Wrap: func(e *env, argv []string) []string {
 		return append([]string{"env", "WALLPROF_ACCOUNTING=walk", "WALLPROF_WALK_EVERY=200ms"}, wallprofAt("wallprof-99-walk-rare", 99)(e, argv)...)
 	}},
-	{Name: "wallprof-99-walk-fp", Optional: true, Wrap: func(e *env, argv []string) []string {
+	{Name: "wallprof-99-walk-fp", Wallprof: true, Optional: true, Wrap: func(e *env, argv []string) []string {
 		return append([]string{"env", "WALLPROF_ACCOUNTING=walk", "WALLPROF_UNWIND=fp"}, wallprofAt("wallprof-99-walk-fp", 99)(e, argv)...)
 	}},
 	{Name: "wallprof-999-walk", Wrap: func(e *env, argv []string) []string {
