@@ -4,6 +4,7 @@ import (
 	"math"
 	"regexp"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/wallprof/wallprof/internal/profile"
@@ -53,6 +54,10 @@ type Report struct {
 	// StackSamples is how many stacks the recorder took (from the thread
 	// table), 0 if unknown.
 	StackSamples int `json:"stack_samples"`
+	// Placeholders is how many of the Samples stand for a thread's time
+	// in a state with no stack taken there ([on-CPU, not sampled],
+	// [off-CPU, stack not seen yet]): why Samples can exceed StackSamples.
+	Placeholders int `json:"placeholder_samples"`
 	// States are the totals for "wall" then each state (on-cpu, runnable,
 	// sleeping, disk, other).
 	States []StateTotal `json:"states"`
@@ -232,6 +237,11 @@ func NewReport(p *profile.Profile, top int) *Report {
 	for _, t := range p.Threads {
 		r.StackSamples += t.Samples
 	}
+	for _, s := range p.Samples {
+		if isPlaceholder(s) {
+			r.Placeholders++
+		}
+	}
 	if !p.Start.IsZero() {
 		r.Start = p.Start.UTC().Format(time.RFC3339Nano)
 	}
@@ -401,3 +411,13 @@ func pct(part, whole int64) float64 {
 }
 
 func round2(x float64) float64 { return math.Round(x*100) / 100 }
+
+// isPlaceholder reports whether s stands for time without a stack: one
+// frame without an address, named in brackets by the recorder.
+func isPlaceholder(s *profile.Sample) bool {
+	if len(s.Stack) != 1 || s.Stack[0].Address != 0 || len(s.Stack[0].Frames) != 1 {
+		return false
+	}
+	f := s.Stack[0].Frames[0].Function
+	return strings.HasPrefix(f, "[") && strings.HasSuffix(f, "]")
+}

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/wallprof/wallprof/internal/profile"
 )
 
 func TestReportGolden(t *testing.T) {
@@ -113,4 +116,32 @@ func mustFilter(focus, ignore, hide string) Filter {
 		panic(err)
 	}
 	return f
+}
+
+// The header says how many of the distinct samples are time with no stack
+// taken: a walked thread that waited all along, or ran less than a period,
+// has one, and the distinct count can then exceed the stacks taken.
+func TestReportCountsPlaceholders(t *testing.T) {
+	leaf := &profile.Location{ID: 1, Address: 0x401000, Frames: []profile.Frame{{Function: "spin"}}}
+	unseen := &profile.Location{ID: 2, Frames: []profile.Frame{{Function: "[off-CPU, stack not seen yet]"}}}
+	p := &profile.Profile{
+		Period:   10_000_000,
+		Duration: time.Second,
+		Samples: []*profile.Sample{
+			{Stack: []*profile.Location{leaf}, PID: 1, TID: 1, State: profile.OnCPU, Value: 1e9},
+			{Stack: []*profile.Location{unseen}, PID: 1, TID: 2, State: profile.Sleeping, Value: 1e9},
+		},
+		Threads: []*profile.Thread{{PID: 1, TID: 1, Samples: 1}, {PID: 1, TID: 2}},
+	}
+	r := NewReport(p, 0)
+	if r.Samples != 2 || r.StackSamples != 1 || r.Placeholders != 1 {
+		t.Fatalf("samples %d, stacks taken %d, placeholders %d; want 2, 1, 1", r.Samples, r.StackSamples, r.Placeholders)
+	}
+	var b strings.Builder
+	if err := WriteReport(&b, p, ReportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "1 stacks taken, 2 distinct (thread, state, stack), 1 of them time with no stack taken"; !strings.Contains(b.String(), want) {
+		t.Errorf("report does not say %q:\n%s", want, b.String())
+	}
 }

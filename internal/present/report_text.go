@@ -79,7 +79,11 @@ func writeHeader(w io.Writer, r *Report) {
 		kv.add("frequency:", "unknown")
 	}
 	if r.StackSamples > 0 {
-		kv.add("samples:", fmt.Sprintf("%d stacks taken, %d distinct (thread, state, stack)", r.StackSamples, r.Samples))
+		line := fmt.Sprintf("%d stacks taken, %d distinct (thread, state, stack)", r.StackSamples, r.Samples)
+		if r.Placeholders > 0 {
+			line += fmt.Sprintf(", %d of them time with no stack taken", r.Placeholders)
+		}
+		kv.add("samples:", line)
 	} else {
 		kv.add("samples:", fmt.Sprint(r.Samples))
 	}
