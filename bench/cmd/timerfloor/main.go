@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -131,7 +132,12 @@ func run(freq int, withBPF bool, cpuList string, argv []string) (int, error) {
 		return 0, err
 	}
 	period := uint64(1e9) / uint64(freq)
-	for _, cpu := range cpus {
+	// Started period/CPUs apart, as wallprof's (linux.OpenCPUClocks).
+	gap := linux.StaggerGap(time.Duration(period), len(cpus))
+	for i, cpu := range cpus {
+		if i > 0 {
+			time.Sleep(gap)
+		}
 		fd, err := linux.OpenCPUClock(cpu, period)
 		if err != nil {
 			return 0, err
