@@ -86,6 +86,18 @@ func (p Plan) mayWalk() bool {
 	return p.Accounting == AccountWalk || (p.Accounting == AccountAuto && !p.All && !p.Live)
 }
 
+// autoFallback gives a, under AccountAuto, the fallback of the plan that
+// change makes of p (what to attach when a's programs will not).
+func (p Plan) autoFallback(f Features, a Attachment, change func(*Plan)) Attachment {
+	if p.Accounting == AccountAuto {
+		q := p
+		change(&q)
+		fb := q.Attachment(f)
+		a.Fallback = &fb
+	}
+	return a
+}
+
 // Attachment decides what to attach on a kernel with features f. It is a
 // pure function: Session.attach carries it out.
 func (p Plan) Attachment(f Features) Attachment {
@@ -93,27 +105,14 @@ func (p Plan) Attachment(f Features) Attachment {
 		f.ExitTP = false // not even loaded; kept here so that the table says so
 	}
 	if p.mayWalk() && f.ExitTP && f.Schedstat {
-		a := Attachment{Walk: true, Tracing: []string{progWakeupNew, progFork, progTaskExit}}
-		if p.Accounting == AccountAuto {
-			// A kernel that will not run the walker's iterators:
-			// resume mode.
-			rs := p
-			rs.Live = true
-			fb := rs.Attachment(f)
-			a.Fallback = &fb
-		}
-		return a
+		// A kernel that will not run the walker's iterators: resume mode.
+		return p.autoFallback(f, Attachment{Walk: true, Tracing: []string{progWakeupNew, progFork, progTaskExit}},
+			func(q *Plan) { q.Live = true })
 	}
 	if p.Accounting != AccountSwitch && f.ExitTP && f.Schedstat {
-		a := Attachment{Resume: true, UseRunDelay: true,
-			Tracing: []string{progWakeupNew, progFork, progTaskExit, progResume}}
-		if p.Accounting == AccountAuto {
-			sw := p
-			sw.Accounting = AccountSwitch
-			fb := sw.Attachment(f)
-			a.Fallback = &fb
-		}
-		return a
+		return p.autoFallback(f, Attachment{Resume: true, UseRunDelay: true,
+			Tracing: []string{progWakeupNew, progFork, progTaskExit, progResume}},
+			func(q *Plan) { q.Accounting = AccountSwitch })
 	}
 	// Switch-time accounting (also when AccountResume was asked for on a
 	// kernel without sched_exit_tp or schedstat: it only forbids falling
