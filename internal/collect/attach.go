@@ -52,6 +52,9 @@ const (
 	progDumpOffCPU = "dump_offcpu"   // iter.s/task, at the end (not walking): the stacks of threads still off CPU
 	progWalkStates = "walk_states"   // iter.s/task, walk mode: the threads' times and states
 	progWalkStacks = "walk_stacks"   // iter.s/task, walk mode: the stacks of those off CPU
+	// syscall, walk mode where the kernel runs them: the first pass from a BPF timer
+	progWalkTimerStart = "walk_timer_start"
+	progWalkTimerStop  = "walk_timer_stop"
 )
 
 // Attachment is what a session attaches and how the program is set up:

@@ -788,6 +788,9 @@ func buildEntries(res *Result, a *Aggregator, entries []*aggEntry, kernel Kernel
 	}
 	if res.Walk {
 		p.Recorder.Accounting = profile.AccountWalk
+		if res.WalkTimer {
+			p.Recorder.Accounting = profile.AccountWalkTimer
+		}
 	}
 	b := &builder{p: p, a: a, kernel: kernel, locs: map[locKey]*profile.Location{}, maps: map[*profile.Mapping]*profile.Mapping{}}
 	for _, e := range entries {

@@ -46,6 +46,9 @@ type Plan struct {
 	// WalkEvery is the mean interval between two walks (walk mode); 0:
 	// WalkPeriodNs's default (to measure what the walks cost).
 	WalkEvery time.Duration
+	// NoWalkTimer runs the walks' first pass from the walker's thread
+	// even where the kernel would run it from a BPF timer (to compare).
+	NoWalkTimer bool
 	// NoExitTP does not load the programs on sched_exit_tp: the way of
 	// kernels before 6.16 (to compare).
 	NoExitTP bool

@@ -265,6 +265,13 @@ func (s *Session) loadEnd(walk bool) error {
 			return fmt.Errorf("load thread walker: %w", err)
 		}
 		s.objs.walk = [2]*ebpf.Program{progs[0], progs[1]}
+		// The first pass from a BPF timer, where the kernel loads it
+		// (else from the walker's thread).
+		if !s.plan.NoWalkTimer {
+			if progs, err := s.loadOptionals(progWalkTimerStart, progWalkTimerStop); err == nil {
+				s.objs.walkTimer = [2]*ebpf.Program{progs[0], progs[1]}
+			}
+		}
 		return nil
 	}
 	p, err := s.loadOptional(progDumpOffCPU)
@@ -366,6 +373,10 @@ func (s *Session) attachTable(a Attachment) error {
 		}
 		c := &s.objs.core
 		objs := walkerObjects{states: s.objs.walk[0], stacks: s.objs.walk[1], pending: c.WalkPending, forks: c.TargetForks, threads: c.WalkThreads}
+		if s.objs.walkTimer[0] != nil {
+			objs.timer = &walkTimerObjects{start: s.objs.walkTimer[0], stop: s.objs.walkTimer[1], wake: c.WalkWake,
+				procs: c.WalkProcs, every: c.WalkEveryNs, max: c.WalkMaxNs, exp: c.WalkExp, startErr: c.WalkStartErr, tickNs: c.WalkTickNs}
+		}
 		w, err := newWalker(objs, s.walkTgids(), c.Targets, time.Duration(s.plan.WalkPeriodNs()), time.Duration(s.plan.PeriodNs()))
 		if err != nil {
 			return err
@@ -743,9 +754,12 @@ type objects struct {
 	// dump takes the stacks of threads still off CPU at the end (not in
 	// walk mode), walk are walk_states and walk_stacks (walk mode): one or
 	// the other is loaded (Session.loadEnd).
-	dump     *ebpf.Program
-	walk     [2]*ebpf.Program
-	optional []*ebpf.Program
+	dump *ebpf.Program
+	walk [2]*ebpf.Program
+	// walkTimer are walk_timer_start and walk_timer_stop, where the
+	// kernel loads them (walk mode; nil: the walks run from a thread).
+	walkTimer [2]*ebpf.Program
+	optional  []*ebpf.Program
 }
 
 // coreObjects are the programs and maps that every recording needs.
@@ -779,12 +793,23 @@ type coreObjects struct {
 	WalkPending *ebpf.Variable `ebpf:"walk_pending"`
 	TargetForks *ebpf.Variable `ebpf:"target_forks"`
 	WalkThreads *ebpf.Variable `ebpf:"walk_threads"`
+	// The walk timer's (walktimer.go): its maps are held from the start
+	// (a timer's map must be held by user space).
+	WalkTimers   *ebpf.Map      `ebpf:"walk_timers"`
+	WalkWake     *ebpf.Map      `ebpf:"walk_wake"`
+	WalkProcs    *ebpf.Variable `ebpf:"walk_procs"`
+	WalkEveryNs  *ebpf.Variable `ebpf:"walk_every_ns"`
+	WalkMaxNs    *ebpf.Variable `ebpf:"walk_max_ns"`
+	WalkExp      *ebpf.Variable `ebpf:"walk_exp"`
+	WalkStartErr *ebpf.Variable `ebpf:"walk_start_err"`
+	WalkTickNs   *ebpf.Variable `ebpf:"walk_tick_ns"`
+	WalkFires    *ebpf.Variable `ebpf:"walk_fires"`
 }
 
 func (o *objects) programs() []*ebpf.Program {
 	c := &o.core
 	return append([]*ebpf.Program{c.OnSwitch, c.OnWakeup, c.OnWakeupNew, c.OnFork, c.OnSysExit,
-		c.OnCpuSample, o.exitTP, o.resume, o.taskExit, o.dump, o.walk[0], o.walk[1]}, o.optional...)
+		c.OnCpuSample, o.exitTP, o.resume, o.taskExit, o.dump, o.walk[0], o.walk[1], o.walkTimer[0], o.walkTimer[1]}, o.optional...)
 }
 
 func (o *objects) Close() error {
@@ -793,10 +818,10 @@ func (o *objects) Close() error {
 			p.Close()
 		}
 	}
-	o.optional, o.exitTP, o.resume, o.taskExit, o.dump, o.walk = nil, nil, nil, nil, nil, [2]*ebpf.Program{}
+	o.optional, o.exitTP, o.resume, o.taskExit, o.dump, o.walk, o.walkTimer = nil, nil, nil, nil, nil, [2]*ebpf.Program{}, [2]*ebpf.Program{}
 	c := &o.core
 	for _, m := range []*ebpf.Map{c.Events, c.Lost, c.Pendings, c.Targets, c.Tgids, c.Threads, c.Stash, c.Scratch, c.CPUIn, c.BSS,
-		c.UnwRows, c.UnwFiles, c.UnwProcs, c.UnwMaps, c.UnwFrames, c.UnwIterFr} {
+		c.UnwRows, c.UnwFiles, c.UnwProcs, c.UnwMaps, c.UnwFrames, c.UnwIterFr, c.WalkTimers, c.WalkWake} {
 		if m != nil {
 			m.Close()
 		}
@@ -840,6 +865,7 @@ func (s *Session) loadOptionals(names ...string) ([]*ebpf.Program, error) {
 		"unw_rows": s.objs.core.UnwRows, "unw_files": s.objs.core.UnwFiles,
 		"unw_procs": s.objs.core.UnwProcs, "unw_frames": s.objs.core.UnwFrames,
 		"unw_maps": s.objs.core.UnwMaps, "unw_iter_frames": s.objs.core.UnwIterFr,
+		"walk_timers": s.objs.core.WalkTimers, "walk_wake": s.objs.core.WalkWake,
 	}})
 	if err != nil {
 		return nil, err

@@ -54,9 +54,12 @@ type Result struct {
 	Resume bool
 	// Walk says no program ran at a switch: the threads were walked every
 	// sampling period (AccountWalk).
-	Walk   bool
-	Kernel string // uname -r of the recording machine
-	Cost   profile.Cost
+	Walk bool
+	// WalkTimer says the walks' first pass ran from a BPF timer
+	// (AccountWalkTimer).
+	WalkTimer bool
+	Kernel    string // uname -r of the recording machine
+	Cost      profile.Cost
 }
 
 // Stop ends the recording: it takes the stacks of threads still off CPU,
@@ -67,8 +70,11 @@ func (s *Session) Stop() (*Result, error) {
 	cpuStop := linux.CPUTime()
 	var iterErr error
 	walked := s.walk != nil
+	var walkTimer time.Duration // the walk timer's callback: kernel time on wallprof's behalf
+	timed := walked && s.walk.timer != nil
 	if walked {
 		iterErr = s.walk.stop()
+		walkTimer = s.walk.timerTime()
 	} else {
 		iterErr = s.dumpOffCPU()
 	}
@@ -92,6 +98,7 @@ func (s *Session) Stop() (*Result, error) {
 		RecoveredSwitchIns: s.counter(recoveredSwitchIn),
 		Resume:             s.resume,
 		Walk:               walked,
+		WalkTimer:          timed,
 	}
 	res.Kernel, _, _, _ = linux.KernelRelease()
 	if n := s.decodeErrs.Load(); n > 0 {
@@ -152,7 +159,7 @@ func (s *Session) Stop() (*Result, error) {
 	for _, t := range res.Threads {
 		res.Cost.TargetCPU += time.Duration(t.Time[profile.OnCPU])
 	}
-	res.Cost.ProfilerCPU = cpuStop - s.cpuStart
+	res.Cost.ProfilerCPU = cpuStop - s.cpuStart + walkTimer
 	res.Cost.StartupCPU = s.cpuStart - s.cpuOpen
 	if on := s.stats.finish(); on > 0 {
 		rt, n := s.bpfStats()

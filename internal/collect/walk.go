@@ -59,12 +59,17 @@ type walker struct {
 	once    sync.Once
 	mu      sync.Mutex // one walk at a time (the goroutine's and stop's)
 	err     error      // the first walk that failed
+	// timer runs the first pass from a BPF timer (walktimer.go), nil:
+	// the goroutine runs both.
+	timer *walkTimer
 }
 
 // walkerObjects are the walk's programs and the variables it reads.
 type walkerObjects struct {
 	states, stacks          *ebpf.Program
 	pending, forks, threads *ebpf.Variable // walk_pending, target_forks, walk_threads
+	// timer, where loaded, runs the first pass from a BPF timer.
+	timer *walkTimerObjects
 }
 
 // newWalker attaches the iterators and walks at once, so that the threads
@@ -88,6 +93,11 @@ func newWalker(objs walkerObjects, tgids, targets *ebpf.Map, period, maxPeriod t
 	if err := w.walk(); err != nil {
 		w.closeIters()
 		return nil, err
+	}
+	// From a BPF timer where the kernel runs one (else from a thread).
+	if objs.timer != nil && w.startTimer(*objs.timer) == nil {
+		go w.runTimer()
+		return w, nil
 	}
 	go w.run()
 	return w, nil
@@ -446,6 +456,10 @@ func (w *walker) stop() error {
 // period: it checks between walks).
 func (w *walker) halt() {
 	w.once.Do(func() {
+		if w.timer != nil {
+			w.haltTimer()
+			return
+		}
 		close(w.quit)
 		<-w.done
 	})

@@ -360,6 +360,8 @@ func recorderSummary(r *profile.Recorder) string {
 		how = "off-CPU time accounted at each context switch (sched_switch)"
 	case profile.AccountWalk:
 		how = "threads walked from wallprof's CPU, no program at a context switch"
+	case profile.AccountWalkTimer:
+		how = "threads walked by a BPF timer on one CPU, no program at a context switch"
 	case "":
 		how = "off-CPU accounting unknown"
 	default:

@@ -174,11 +174,14 @@ const (
 	// AccountWalk: no program at a switch; every sampling period the
 	// threads' counters are read and the stacks of those off CPU taken.
 	AccountWalk = "walk"
+	// AccountWalkTimer: AccountWalk, each walk's first pass run by a BPF
+	// timer in the kernel (Linux 6.7+; doc/walk-timer.md).
+	AccountWalkTimer = "walk-timer"
 )
 
 // Recorder is how a recording was made, for whoever reads the file later.
 type Recorder struct {
-	Accounting string // AccountResumption, AccountSwitchTime or AccountWalk
+	Accounting string // AccountResumption, AccountSwitchTime, AccountWalk or AccountWalkTimer
 	Kernel     string // the recording machine's kernel release (uname -r)
 }
 

@@ -170,6 +170,21 @@ type WallprofUnwRow struct {
 	BpOff  int8
 }
 
+type WallprofWalkList struct {
+	_     structs.HostLayout
+	N     uint32
+	Forks uint32
+	Pid   [64]uint32
+}
+
+type WallprofWalkTimer struct {
+	_ structs.HostLayout
+	T struct {
+		_ structs.HostLayout
+		_ [16]byte
+	}
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -190,6 +205,8 @@ const (
 	WallprofMapUnwMaps          = "unw_maps"
 	WallprofMapUnwProcs         = "unw_procs"
 	WallprofMapUnwRows          = "unw_rows"
+	WallprofMapWalkTimers       = "walk_timers"
+	WallprofMapWalkWake         = "walk_wake"
 	WallprofProgDumpOffcpu      = "dump_offcpu"
 	WallprofProgOnCpuSample     = "on_cpu_sample"
 	WallprofProgOnExec          = "on_exec"
@@ -205,6 +222,8 @@ const (
 	WallprofProgSnapshotThreads = "snapshot_threads"
 	WallprofProgWalkStacks      = "walk_stacks"
 	WallprofProgWalkStates      = "walk_states"
+	WallprofProgWalkTimerStart  = "walk_timer_start"
+	WallprofProgWalkTimerStop   = "walk_timer_stop"
 	WallprofVarAllTargets       = "all_targets"
 	WallprofVarBenchCut         = "bench_cut"
 	WallprofVarClockCal         = "clock_cal"
@@ -227,9 +246,17 @@ const (
 	WallprofVarUnusedUnwRow     = "unused_unw_row"
 	WallprofVarUnwindTables     = "unwind_tables"
 	WallprofVarUseRd            = "use_rd"
+	WallprofVarWalkEveryNs      = "walk_every_ns"
+	WallprofVarWalkExp          = "walk_exp"
+	WallprofVarWalkFires        = "walk_fires"
+	WallprofVarWalkMaxNs        = "walk_max_ns"
 	WallprofVarWalkMode         = "walk_mode"
 	WallprofVarWalkPending      = "walk_pending"
+	WallprofVarWalkProcs        = "walk_procs"
+	WallprofVarWalkStartErr     = "walk_start_err"
+	WallprofVarWalkStop         = "walk_stop"
 	WallprofVarWalkThreads      = "walk_threads"
+	WallprofVarWalkTickNs       = "walk_tick_ns"
 )
 
 // LoadWallprof returns the embedded CollectionSpec for Wallprof.
@@ -289,6 +316,8 @@ type WallprofProgramSpecs struct {
 	SnapshotThreads *ebpf.ProgramSpec `ebpf:"snapshot_threads"`
 	WalkStacks      *ebpf.ProgramSpec `ebpf:"walk_stacks"`
 	WalkStates      *ebpf.ProgramSpec `ebpf:"walk_states"`
+	WalkTimerStart  *ebpf.ProgramSpec `ebpf:"walk_timer_start"`
+	WalkTimerStop   *ebpf.ProgramSpec `ebpf:"walk_timer_stop"`
 }
 
 // WallprofMapSpecs contains maps before they are loaded into the kernel.
@@ -311,6 +340,8 @@ type WallprofMapSpecs struct {
 	UnwMaps       *ebpf.MapSpec `ebpf:"unw_maps"`
 	UnwProcs      *ebpf.MapSpec `ebpf:"unw_procs"`
 	UnwRows       *ebpf.MapSpec `ebpf:"unw_rows"`
+	WalkTimers    *ebpf.MapSpec `ebpf:"walk_timers"`
+	WalkWake      *ebpf.MapSpec `ebpf:"walk_wake"`
 }
 
 // WallprofVariableSpecs contains global variables before they are loaded into the kernel.
@@ -339,9 +370,17 @@ type WallprofVariableSpecs struct {
 	UnusedUnwRow     *ebpf.VariableSpec `ebpf:"unused_unw_row"`
 	UnwindTables     *ebpf.VariableSpec `ebpf:"unwind_tables"`
 	UseRd            *ebpf.VariableSpec `ebpf:"use_rd"`
+	WalkEveryNs      *ebpf.VariableSpec `ebpf:"walk_every_ns"`
+	WalkExp          *ebpf.VariableSpec `ebpf:"walk_exp"`
+	WalkFires        *ebpf.VariableSpec `ebpf:"walk_fires"`
+	WalkMaxNs        *ebpf.VariableSpec `ebpf:"walk_max_ns"`
 	WalkMode         *ebpf.VariableSpec `ebpf:"walk_mode"`
 	WalkPending      *ebpf.VariableSpec `ebpf:"walk_pending"`
+	WalkProcs        *ebpf.VariableSpec `ebpf:"walk_procs"`
+	WalkStartErr     *ebpf.VariableSpec `ebpf:"walk_start_err"`
+	WalkStop         *ebpf.VariableSpec `ebpf:"walk_stop"`
 	WalkThreads      *ebpf.VariableSpec `ebpf:"walk_threads"`
+	WalkTickNs       *ebpf.VariableSpec `ebpf:"walk_tick_ns"`
 }
 
 // WallprofObjects contains all objects after they have been loaded into the kernel.
@@ -380,6 +419,8 @@ type WallprofMaps struct {
 	UnwMaps       *ebpf.Map `ebpf:"unw_maps"`
 	UnwProcs      *ebpf.Map `ebpf:"unw_procs"`
 	UnwRows       *ebpf.Map `ebpf:"unw_rows"`
+	WalkTimers    *ebpf.Map `ebpf:"walk_timers"`
+	WalkWake      *ebpf.Map `ebpf:"walk_wake"`
 }
 
 func (m *WallprofMaps) Close() error {
@@ -400,6 +441,8 @@ func (m *WallprofMaps) Close() error {
 		m.UnwMaps,
 		m.UnwProcs,
 		m.UnwRows,
+		m.WalkTimers,
+		m.WalkWake,
 	)
 }
 
@@ -429,9 +472,17 @@ type WallprofVariables struct {
 	UnusedUnwRow     *ebpf.Variable `ebpf:"unused_unw_row"`
 	UnwindTables     *ebpf.Variable `ebpf:"unwind_tables"`
 	UseRd            *ebpf.Variable `ebpf:"use_rd"`
+	WalkEveryNs      *ebpf.Variable `ebpf:"walk_every_ns"`
+	WalkExp          *ebpf.Variable `ebpf:"walk_exp"`
+	WalkFires        *ebpf.Variable `ebpf:"walk_fires"`
+	WalkMaxNs        *ebpf.Variable `ebpf:"walk_max_ns"`
 	WalkMode         *ebpf.Variable `ebpf:"walk_mode"`
 	WalkPending      *ebpf.Variable `ebpf:"walk_pending"`
+	WalkProcs        *ebpf.Variable `ebpf:"walk_procs"`
+	WalkStartErr     *ebpf.Variable `ebpf:"walk_start_err"`
+	WalkStop         *ebpf.Variable `ebpf:"walk_stop"`
 	WalkThreads      *ebpf.Variable `ebpf:"walk_threads"`
+	WalkTickNs       *ebpf.Variable `ebpf:"walk_tick_ns"`
 }
 
 // WallprofPrograms contains all programs after they have been loaded into the kernel.
@@ -453,6 +504,8 @@ type WallprofPrograms struct {
 	SnapshotThreads *ebpf.Program `ebpf:"snapshot_threads"`
 	WalkStacks      *ebpf.Program `ebpf:"walk_stacks"`
 	WalkStates      *ebpf.Program `ebpf:"walk_states"`
+	WalkTimerStart  *ebpf.Program `ebpf:"walk_timer_start"`
+	WalkTimerStop   *ebpf.Program `ebpf:"walk_timer_stop"`
 }
 
 func (p *WallprofPrograms) Close() error {
@@ -472,6 +525,8 @@ func (p *WallprofPrograms) Close() error {
 		p.SnapshotThreads,
 		p.WalkStacks,
 		p.WalkStates,
+		p.WalkTimerStart,
+		p.WalkTimerStop,
 	)
 }
 

@@ -88,6 +88,11 @@ struct task_struct___cpu {
 
 #pragma clang attribute pop
 
+/* The open-coded task iterator's state (Linux 6.7+, bpf_iter_task_new). */
+struct bpf_iter_task {
+	__u64 __opaque[3];
+} __attribute__((aligned(8)));
+
 /* bpf_tracing.h picks kernel register names when this is defined. */
 #define __VMLINUX_H__ 1
 

@@ -432,6 +432,9 @@ const struct exit_event *unused_exit __attribute__((unused));
  * Shared by both modes: clocks, the thread table, the ring buffer.
  * ====================================================================== */
 
+/* A compiler barrier: stores before it are not moved after it. */
+#define barrier() asm volatile("" ::: "memory")
+
 static __always_inline void count_lost(u32 cause)
 {
 	u64 *v = bpf_map_lookup_elem(&lost, &cause);
@@ -2452,7 +2455,10 @@ static __always_inline u64 walk_instant(struct task_struct *me)
 	if (tid != walk_tid || nv != walk_nvcsw) {
 		u64 arrival = me->sched_info.last_arrival;
 		u64 waited = tid == walk_tid && rd > walk_rd ? rd - walk_rd : 0;
-		walk_prev_at = walk_at;
+		/* After the timer's walks (walk_tid 0), whose instants are on
+		 * another clock, no previous instant: the weights run from the
+		 * threads' latest reads. */
+		walk_prev_at = walk_tid || !walk_gen ? walk_at : 0;
 		walk_at = arrival > waited ? arrival - waited : arrival;
 		walk_gen++;
 		walk_pending = 0;
@@ -2475,30 +2481,24 @@ static __always_inline u64 walk_instant(struct task_struct *me)
  * since its previous walk (the walks come late when the CPUs are busy, and
  * a nominal period each would make busy moments weigh less), in that state
  * (out_state), with its switch count then (pad2). */
-SEC("iter.s/task")
-int walk_states(struct bpf_iter__task *ctx)
+/* A thread read by the timer is read at the walk's instant: nothing it did
+ * was after it (walk_kind). */
+#define WALK_NOW (~0ULL)
+/* The weight of each sample of the timer's walk: the mean interval it was
+ * drawn with (walk_tick). */
+static u64 walk_w;
+
+static __always_inline void walk_thread(struct task_struct *task, u64 since, u64 arrival)
 {
-	struct task_struct *task = ctx->task;
-	if (!task)
-		return 0;
 	u32 tid = task->pid;
 	u32 tgid = task->tgid;
-	if (tid == 0 || !is_target(tgid))
-		return 0;
-	if (ctx->meta->seq_num == 0) {
-		/* One byte per walk of a live target: a process's iterator that
-		 * yields none has no threads left, and user space stops walking
-		 * it. */
-		u8 alive = 1;
-		bpf_seq_write(ctx->meta->seq, &alive, 1);
-	}
 	struct tstate *st = bpf_map_lookup_elem(&threads, &tid);
 	if (!st) {
 		if (task->flags & PF_EXITING)
-			return 0;
+			return;
 		st = lookup_thread(tid, tgid, 0, NEW_RUNNING);
 		if (!st)
-			return 0;
+			return;
 		u64 born = task->start_time;
 		if (!st->based && born > start_ns) {
 			/* Created since the recording began, and walked before
@@ -2511,23 +2511,41 @@ int walk_states(struct bpf_iter__task *ctx)
 		}
 	}
 	if (st->exited)
-		return 0;
+		return;
+	/* From the timer, which walks while user space takes the stacks of an
+	 * earlier walk: a thread whose stack is still to be taken is left as
+	 * it is (its times are brought up at its next walk, its sample's
+	 * fields stay as walk_stacks will read them). */
+	bool timed = since == WALK_NOW;
+	walk_threads++;
+	if (timed && st->last_runnable) {
+		/* Its state now is sampled all the same (the walks' instants
+		 * would otherwise avoid the moments after a walk that found
+		 * stacks to take): off CPU, its weight goes to the sample at
+		 * the place it waits at now. */
+		u8 k = walk_kind(task, since);
+		if (k != ST_ONCPU) {
+			struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+			emit_walk_carry(tgid, tid, k, walk_w, BPF_CORE_READ(regs, ip), BPF_CORE_READ(regs, sp),
+					BPF_CORE_READ(regs, bp));
+		}
+		return;
+	}
 	u64 now = bpf_ktime_get_ns();
 	u64 prev = st->based ? st->in_ts : st->first_ts;
 	u64 w = prev && now > prev ? now - prev : period_ns;
-	struct task_struct *me = bpf_get_current_task_btf();
-	u64 since = walk_instant(me);
-	walk_threads++;
 	/* Read by the previous walk too: its sample weighs the time between
 	 * the two walks' instants, which the timer sets, rather than between
 	 * the two reads, which come later when the CPUs are busy (and so with
 	 * what the threads do then). */
-	if (st->based && walk_gen > 1 && st->walk_gen == walk_gen - 1 && walk_at > walk_prev_at)
+	if (timed)
+		w = walk_w; /* the timer's walks are a Poisson process: each stands for its mean interval */
+	else if (st->based && walk_gen > 1 && st->walk_gen == walk_gen - 1 && walk_prev_at && walk_at > walk_prev_at)
 		w = walk_at - walk_prev_at;
 	st->walk_gen = walk_gen;
 	u8 was = st->out_state;
 	bool seen = st->based;
-	u8 k = walk_account(task, st, now, since ? since : 1);
+	u8 k = walk_account(task, st, now, since);
 	u32 switches = (u32)(task->nvcsw + task->nivcsw);
 	u32 before = st->pad2;
 	st->pad2 = switches;
@@ -2536,15 +2554,15 @@ int walk_states(struct bpf_iter__task *ctx)
 	if (!same)
 		walk_release(st, task->tgid, tid); /* it moved */
 	if (k == ST_ONCPU)
-		return 0;
-	if (k == ST_RUNNABLE && walked_out(task, me->sched_info.last_arrival)) {
+		return;
+	if (k == ST_RUNNABLE && arrival && walked_out(task, arrival)) {
 		/* Running at the walk's instant, it waits for the walk: that
 		 * wait (counted runnable) is sampled for what it lasts, not
 		 * for the time since the previous walk (walk_stacks). */
 		st->out_state = ST_ONCPU; /* no sample of a wait of its own yet */
 		st->last_runnable = WALKED_OUT | now;
 		walk_pending++;
-		return 0;
+		return;
 	}
 	if (same) {
 		/* Unless its process's unwind tables changed since its stack
@@ -2557,14 +2575,226 @@ int walk_states(struct bpf_iter__task *ctx)
 		/* In the wait it was in at the previous walk, which took its
 		 * stack: the time goes to that sample. */
 		walk_hold(st, k, w);
-		return 0;
+		return;
 	}
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
 	st->inst_ip = BPF_CORE_READ(regs, ip);
 	st->inst_sp = BPF_CORE_READ(regs, sp);
 	st->inst_bp = BPF_CORE_READ(regs, bp);
+	barrier(); /* the sample's fields before it is pending (walk_stacks) */
 	st->last_runnable = w;
 	walk_pending++;
+}
+
+SEC("iter.s/task")
+int walk_states(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	if (!task)
+		return 0;
+	if (task->pid == 0 || !is_target(task->tgid))
+		return 0;
+	if (ctx->meta->seq_num == 0) {
+		/* One byte per walk of a live target: a process's iterator that
+		 * yields none has no threads left, and user space stops walking
+		 * it. */
+		u8 alive = 1;
+		bpf_seq_write(ctx->meta->seq, &alive, 1);
+	}
+	struct task_struct *me = bpf_get_current_task_btf();
+	u64 since = walk_instant(me);
+	walk_thread(task, since ? since : 1, me->sched_info.last_arrival);
+	return 0;
+}
+
+/* ----------------------------------------------------------------------
+ * The first pass from a BPF timer (doc/walk-timer.md; Linux 6.7+, the
+ * open-coded task iterator). walk_timer_start, run once by user space,
+ * starts a timer pinned to its CPU whose callback, walk_tick, is a walk's
+ * first pass: its instant is the callback's (every target thread is read
+ * within microseconds of it, where the iterator walker reads them 30 us to
+ * 400 us after its timer fired), and no thread of wallprof wakes for a walk
+ * that leaves no stack to take. When one does (walk_pending), or the target
+ * processes changed (target_forks), user space is woken (walk_wake) and runs
+ * walk_stacks. The walks go on meanwhile (skipping them would leave out of
+ * every sample the moments when wallprof's thread takes a CPU from the
+ * target's: -0.7 point of runnable time in the bursts test's compute
+ * phases), but not over a thread whose stack is still to be taken.
+ * ---------------------------------------------------------------------- */
+
+extern int bpf_iter_task_new(struct bpf_iter_task *it, struct task_struct *task, unsigned int flags) __ksym;
+extern struct task_struct *bpf_iter_task_next(struct bpf_iter_task *it) __ksym;
+extern void bpf_iter_task_destroy(struct bpf_iter_task *it) __ksym;
+extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym;
+extern void bpf_task_release(struct task_struct *p) __ksym;
+
+#define TASK_ITER_ALL_THREADS 1
+#define TASK_ITER_PROC_THREADS 2
+#define TIMER_ABS (1ULL << 0)
+#define TIMER_CPU_PIN (1ULL << 1)
+/* How many threads a walk reads at its full rate (collect.walkThreads). */
+#define WALK_THREADS 64
+
+struct walk_timer {
+	struct bpf_timer t;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct walk_timer);
+} walk_timers SEC(".maps");
+
+/* One record when a walk left stacks to take or the targets changed. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} walk_wake SEC(".maps");
+
+/* The live target processes the timer walks, written by user space, with
+ * target_forks as of then (forks); a process found gone has its slot
+ * zeroed. n > MAX_WALK_PIDS: every thread of the machine is looked at
+ * (is_target). */
+#define MAX_WALK_PIDS 64
+struct walk_list {
+	u32 n;
+	u32 forks;
+	u32 pid[MAX_WALK_PIDS];
+};
+struct walk_list walk_procs = {};
+
+/* Set by user space: the mean interval between two walks, the longest one
+ * (the sampling period), and the end. */
+volatile u64 walk_every_ns = 0;
+volatile u64 walk_max_ns = 0;
+volatile u32 walk_stop = 0;
+/* The timer's firings, its time in all (ns), and what starting it
+ * returned. */
+volatile u64 walk_fires = 0;
+volatile u64 walk_tick_ns = 0;
+volatile s64 walk_start_err = 0;
+static u64 walk_next;
+/* Quantiles of the exponential distribution of mean 1 (x 65536), written by
+ * user space: the timer's intervals are drawn from them. */
+#define WALK_EXP 1024
+u32 walk_exp[WALK_EXP] = {};
+
+/* walk_timed is walk_thread from the timer: a function of its own, which
+ * the verifier checks once (inline in the timer's loops, it took seconds). */
+#define __arg_trusted __attribute__((btf_decl_tag("arg:trusted")))
+__attribute__((noinline)) int walk_timed(struct task_struct *task __arg_trusted)
+{
+	if (task->pid)
+		walk_thread(task, WALK_NOW, 0);
+	return 0;
+}
+
+/* walk_pid walks the threads of the process in slot i of walk_procs. */
+static int walk_pid(u32 i, void *unused)
+{
+	if (i >= MAX_WALK_PIDS)
+		return 1;
+	u32 pid = walk_procs.pid[i];
+	if (!pid)
+		return 0;
+	struct task_struct *leader = bpf_task_from_pid(pid);
+	if (!leader) {
+		walk_procs.pid[i] = 0; /* gone: user space forgets it */
+		return 0;
+	}
+	struct bpf_iter_task it;
+	struct task_struct *t;
+	bpf_iter_task_new(&it, leader, TASK_ITER_PROC_THREADS);
+	while ((t = bpf_iter_task_next(&it)))
+		walk_timed(t);
+	bpf_iter_task_destroy(&it);
+	bpf_task_release(leader);
+	return 0;
+}
+
+static int walk_tick(void *map, int *key, struct walk_timer *wt)
+{
+	if (walk_stop)
+		return 0;
+	u64 t0 = bpf_ktime_get_ns();
+	walk_fires++;
+	walk_prev_at = walk_tid ? 0 : walk_at; /* see walk_instant */
+	walk_at = t0;
+	walk_gen++;
+	walk_pending = 0;
+	walk_threads = 0;
+	walk_tid = 0; /* the next iterator walk is a new walk */
+	u32 procs = walk_procs.n;
+	if (procs > MAX_WALK_PIDS) {
+		struct bpf_iter_task it;
+		struct task_struct *t;
+		bpf_iter_task_new(&it, NULL, TASK_ITER_ALL_THREADS);
+		while ((t = bpf_iter_task_next(&it)))
+			if (is_target(t->tgid))
+				walk_timed(t);
+		bpf_iter_task_destroy(&it);
+	} else {
+		bpf_loop(procs, walk_pid, NULL, 0);
+	}
+	if (walk_pending || walk_procs.forks != target_forks) {
+		u32 one = 1;
+		bpf_ringbuf_output(&walk_wake, &one, sizeof(one), BPF_RB_FORCE_WAKEUP);
+	}
+	/* The next walk, an exponential interval away: the walks are a Poisson
+	 * process, which samples every moment at the same rate, those right
+	 * after a walk too (when wallprof's thread takes the stacks: with
+	 * intervals of half a period or more, -0.7 point of runnable time in
+	 * the bursts test's compute phases). Its mean is spaced further past
+	 * WALK_THREADS threads (collect.walker.spacing). */
+	u64 mean = walk_every_ns;
+	u32 n = walk_threads;
+	if (n > WALK_THREADS) {
+		mean = mean * n / WALK_THREADS;
+		if (mean > walk_max_ns)
+			mean = walk_max_ns;
+	}
+	if (mean > 4000000000ULL)
+		mean = 4000000000ULL;
+	walk_w = mean;
+	u32 q = bpf_get_prandom_u32() & (WALK_EXP - 1);
+	u64 next = walk_next + ((mean * walk_exp[q]) >> 16);
+	u64 end = bpf_ktime_get_ns();
+	if (next <= end)
+		next = end + 1; /* late: from now on */
+	walk_next = next;
+	walk_tick_ns += end - t0;
+	bpf_timer_start(&wt->t, next, TIMER_ABS | TIMER_CPU_PIN);
+	return 0;
+}
+
+SEC("syscall")
+int walk_timer_start(void *ctx)
+{
+	u32 zero = 0;
+	struct walk_timer *wt = bpf_map_lookup_elem(&walk_timers, &zero);
+	if (!wt)
+		return 1;
+	long err = bpf_timer_init(&wt->t, &walk_timers, 1 /* CLOCK_MONOTONIC */);
+	if (!err)
+		err = bpf_timer_set_callback(&wt->t, walk_tick);
+	walk_next = bpf_ktime_get_ns() + walk_every_ns;
+	walk_w = walk_every_ns;
+	if (!err)
+		err = bpf_timer_start(&wt->t, walk_next, TIMER_ABS | TIMER_CPU_PIN);
+	walk_start_err = err;
+	return 0;
+}
+
+/* walk_timer_stop ends the walks: when it returns, no callback runs. */
+SEC("syscall")
+int walk_timer_stop(void *ctx)
+{
+	walk_stop = 1;
+	u32 zero = 0;
+	struct walk_timer *wt = bpf_map_lookup_elem(&walk_timers, &zero);
+	if (wt)
+		bpf_timer_cancel(&wt->t);
 	return 0;
 }
 
@@ -2587,9 +2817,14 @@ int walk_stacks(struct bpf_iter__task *ctx)
 	struct tstate *st = bpf_map_lookup_elem(&threads, &tid);
 	if (!st || st->exited || !st->last_runnable)
 		return 0;
-	u64 w = st->last_runnable;
-	st->last_runnable = 0;
-	u32 k = st->out_state;
+	/* The sample's fields, then the sample taken (the timer may walk the
+	 * thread again as soon as it is no longer pending, walk_thread). */
+	u32 k = st->out_state, switches = st->pad2;
+	u64 iip = st->inst_ip, isp = st->inst_sp, ibp = st->inst_bp;
+	barrier();
+	u64 w = __sync_lock_test_and_set(&st->last_runnable, 0);
+	if (!w)
+		return 0;
 	if (w & WALKED_OUT) {
 		/* Preempted by the walker: its wait lasted the walk so far,
 		 * and its stack is where it was preempted (unless it has run
@@ -2601,8 +2836,17 @@ int walk_stacks(struct bpf_iter__task *ctx)
 	}
 	if (k >= NSTATES)
 		k = ST_OTHER;
-	if (task->on_cpu || (u32)(task->nvcsw + task->nivcsw) != st->pad2) {
-		emit_walk_carry(task->tgid, tid, k, w, st->inst_ip, st->inst_sp, st->inst_bp);
+	if (task->on_cpu || (u32)(task->nvcsw + task->nivcsw) != switches) {
+		emit_walk_carry(task->tgid, tid, k, w, iip, isp, ibp);
+		/* It waited there: a later walk that finds it in the same
+		 * wait holds its time for that place (walk_hold), not for
+		 * the place of its latest stack. (The kernel stack is not
+		 * known: the next stack taken is read again.) */
+		st->walk_ip = iip;
+		st->walk_sp = isp;
+		st->walk_bp = ibp;
+		st->walk_kh = 0;
+		st->walk_k = k;
 		return 0;
 	}
 	/* Waiting where its latest stack was taken (the same user registers
