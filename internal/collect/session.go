@@ -375,7 +375,7 @@ func (s *Session) attachTable(a Attachment) error {
 		objs := walkerObjects{states: s.objs.walk[0], stacks: s.objs.walk[1], pending: c.WalkPending, forks: c.TargetForks, threads: c.WalkThreads}
 		if s.objs.walkTimer[0] != nil {
 			objs.timer = &walkTimerObjects{start: s.objs.walkTimer[0], stop: s.objs.walkTimer[1], wake: c.WalkWake,
-				procs: c.WalkProcs, every: c.WalkEveryNs, max: c.WalkMaxNs, exp: c.WalkExp, startErr: c.WalkStartErr, tickNs: c.WalkTickNs}
+				procs: c.WalkProcs, every: c.WalkEveryNs, max: c.WalkMaxNs, full: c.WalkFull, exp: c.WalkExp, startErr: c.WalkStartErr, tickNs: c.WalkTickNs}
 		}
 		w, err := newWalker(objs, s.walkTgids(), c.Targets, time.Duration(s.plan.WalkPeriodNs()), time.Duration(s.plan.PeriodNs()))
 		if err != nil {
@@ -797,9 +797,11 @@ type coreObjects struct {
 	// (a timer's map must be held by user space).
 	WalkTimers   *ebpf.Map      `ebpf:"walk_timers"`
 	WalkWake     *ebpf.Map      `ebpf:"walk_wake"`
+	WalkKbufs    *ebpf.Map      `ebpf:"walk_kbufs"`
 	WalkProcs    *ebpf.Variable `ebpf:"walk_procs"`
 	WalkEveryNs  *ebpf.Variable `ebpf:"walk_every_ns"`
 	WalkMaxNs    *ebpf.Variable `ebpf:"walk_max_ns"`
+	WalkFull     *ebpf.Variable `ebpf:"walk_full"`
 	WalkExp      *ebpf.Variable `ebpf:"walk_exp"`
 	WalkStartErr *ebpf.Variable `ebpf:"walk_start_err"`
 	WalkTickNs   *ebpf.Variable `ebpf:"walk_tick_ns"`
@@ -821,7 +823,7 @@ func (o *objects) Close() error {
 	o.optional, o.exitTP, o.resume, o.taskExit, o.dump, o.walk, o.walkTimer = nil, nil, nil, nil, nil, [2]*ebpf.Program{}, [2]*ebpf.Program{}
 	c := &o.core
 	for _, m := range []*ebpf.Map{c.Events, c.Lost, c.Pendings, c.Targets, c.Tgids, c.Threads, c.Stash, c.Scratch, c.CPUIn, c.BSS,
-		c.UnwRows, c.UnwFiles, c.UnwProcs, c.UnwMaps, c.UnwFrames, c.UnwIterFr, c.WalkTimers, c.WalkWake} {
+		c.UnwRows, c.UnwFiles, c.UnwProcs, c.UnwMaps, c.UnwFrames, c.UnwIterFr, c.WalkTimers, c.WalkWake, c.WalkKbufs} {
 		if m != nil {
 			m.Close()
 		}
@@ -865,7 +867,7 @@ func (s *Session) loadOptionals(names ...string) ([]*ebpf.Program, error) {
 		"unw_rows": s.objs.core.UnwRows, "unw_files": s.objs.core.UnwFiles,
 		"unw_procs": s.objs.core.UnwProcs, "unw_frames": s.objs.core.UnwFrames,
 		"unw_maps": s.objs.core.UnwMaps, "unw_iter_frames": s.objs.core.UnwIterFr,
-		"walk_timers": s.objs.core.WalkTimers, "walk_wake": s.objs.core.WalkWake,
+		"walk_timers": s.objs.core.WalkTimers, "walk_wake": s.objs.core.WalkWake, "walk_kbufs": s.objs.core.WalkKbufs,
 	}})
 	if err != nil {
 		return nil, err

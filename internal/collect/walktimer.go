@@ -22,6 +22,7 @@ type walkTimerObjects struct {
 	wake        *ebpf.Map      // walk_wake
 	procs       *ebpf.Variable // walk_procs: the processes it walks
 	every, max  *ebpf.Variable // walk_every_ns, walk_max_ns
+	full        *ebpf.Variable // walk_full
 	exp         *ebpf.Variable // walk_exp: the intervals' distribution
 	startErr    *ebpf.Variable // walk_start_err
 	tickNs      *ebpf.Variable // walk_tick_ns: the callback's time in all
@@ -39,6 +40,15 @@ type walkTimer struct {
 	passes int // second passes run (under the walker's lock)
 }
 
+// timerWalkRate is how many times as often as the thread would the timer
+// walks (and so walkThreads/timerWalkRate threads it reads at that rate):
+// its walks are a Poisson process, whose instants are unbiased but whose
+// sampling error is that of independent draws (the thread's walks, spread
+// evenly, have less). Four times the rate halves the error: 0.25 point on
+// a thread's 20% phase over 8 s at 99 Hz. A walk that finds the threads
+// where they waited costs a few hundred nanoseconds of the kernel's time.
+const timerWalkRate = 4
+
 // maxTimerPIDs is how many processes walk_procs lists (MAX_WALK_PIDS).
 const maxTimerPIDs = len(bpf.WallprofWalkList{}.Pid)
 
@@ -47,7 +57,10 @@ const maxTimerPIDs = len(bpf.WallprofWalkList{}.Pid)
 // threads wake only for the stacks of threads that moved.
 func (w *walker) startTimer(objs walkTimerObjects) error {
 	t := &walkTimer{objs: objs}
-	if err := objs.every.Set(uint64(w.period)); err != nil {
+	if err := objs.every.Set(uint64(w.period / timerWalkRate)); err != nil {
+		return err
+	}
+	if err := objs.full.Set(uint32(walkThreads / timerWalkRate)); err != nil {
 		return err
 	}
 	if err := objs.max.Set(uint64(w.maxPeriod)); err != nil {

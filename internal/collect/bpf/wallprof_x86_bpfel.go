@@ -170,6 +170,11 @@ type WallprofUnwRow struct {
 	BpOff  int8
 }
 
+type WallprofWalkKbuf struct {
+	_   structs.HostLayout
+	Ips [127]uint64
+}
+
 type WallprofWalkList struct {
 	_     structs.HostLayout
 	N     uint32
@@ -205,6 +210,7 @@ const (
 	WallprofMapUnwMaps          = "unw_maps"
 	WallprofMapUnwProcs         = "unw_procs"
 	WallprofMapUnwRows          = "unw_rows"
+	WallprofMapWalkKbufs        = "walk_kbufs"
 	WallprofMapWalkTimers       = "walk_timers"
 	WallprofMapWalkWake         = "walk_wake"
 	WallprofProgDumpOffcpu      = "dump_offcpu"
@@ -249,6 +255,7 @@ const (
 	WallprofVarWalkEveryNs      = "walk_every_ns"
 	WallprofVarWalkExp          = "walk_exp"
 	WallprofVarWalkFires        = "walk_fires"
+	WallprofVarWalkFull         = "walk_full"
 	WallprofVarWalkMaxNs        = "walk_max_ns"
 	WallprofVarWalkMode         = "walk_mode"
 	WallprofVarWalkPending      = "walk_pending"
@@ -340,6 +347,7 @@ type WallprofMapSpecs struct {
 	UnwMaps       *ebpf.MapSpec `ebpf:"unw_maps"`
 	UnwProcs      *ebpf.MapSpec `ebpf:"unw_procs"`
 	UnwRows       *ebpf.MapSpec `ebpf:"unw_rows"`
+	WalkKbufs     *ebpf.MapSpec `ebpf:"walk_kbufs"`
 	WalkTimers    *ebpf.MapSpec `ebpf:"walk_timers"`
 	WalkWake      *ebpf.MapSpec `ebpf:"walk_wake"`
 }
@@ -373,6 +381,7 @@ type WallprofVariableSpecs struct {
 	WalkEveryNs      *ebpf.VariableSpec `ebpf:"walk_every_ns"`
 	WalkExp          *ebpf.VariableSpec `ebpf:"walk_exp"`
 	WalkFires        *ebpf.VariableSpec `ebpf:"walk_fires"`
+	WalkFull         *ebpf.VariableSpec `ebpf:"walk_full"`
 	WalkMaxNs        *ebpf.VariableSpec `ebpf:"walk_max_ns"`
 	WalkMode         *ebpf.VariableSpec `ebpf:"walk_mode"`
 	WalkPending      *ebpf.VariableSpec `ebpf:"walk_pending"`
@@ -419,6 +428,7 @@ type WallprofMaps struct {
 	UnwMaps       *ebpf.Map `ebpf:"unw_maps"`
 	UnwProcs      *ebpf.Map `ebpf:"unw_procs"`
 	UnwRows       *ebpf.Map `ebpf:"unw_rows"`
+	WalkKbufs     *ebpf.Map `ebpf:"walk_kbufs"`
 	WalkTimers    *ebpf.Map `ebpf:"walk_timers"`
 	WalkWake      *ebpf.Map `ebpf:"walk_wake"`
 }
@@ -441,6 +451,7 @@ func (m *WallprofMaps) Close() error {
 		m.UnwMaps,
 		m.UnwProcs,
 		m.UnwRows,
+		m.WalkKbufs,
 		m.WalkTimers,
 		m.WalkWake,
 	)
@@ -475,6 +486,7 @@ type WallprofVariables struct {
 	WalkEveryNs      *ebpf.Variable `ebpf:"walk_every_ns"`
 	WalkExp          *ebpf.Variable `ebpf:"walk_exp"`
 	WalkFires        *ebpf.Variable `ebpf:"walk_fires"`
+	WalkFull         *ebpf.Variable `ebpf:"walk_full"`
 	WalkMaxNs        *ebpf.Variable `ebpf:"walk_max_ns"`
 	WalkMode         *ebpf.Variable `ebpf:"walk_mode"`
 	WalkPending      *ebpf.Variable `ebpf:"walk_pending"`

@@ -2481,6 +2481,47 @@ static __always_inline u64 walk_instant(struct task_struct *me)
  * since its previous walk (the walks come late when the CPUs are busy, and
  * a nominal period each would make busy moments weigh less), in that state
  * (out_state), with its switch count then (pad2). */
+/* The timer's buffer for a kernel stack (walk_thread): its own, as the
+ * callback, in a softirq, may interrupt a program that uses scratch. */
+struct walk_kbuf {
+	u64 ips[MAX_STACK];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct walk_kbuf);
+} walk_kbufs SEC(".maps");
+
+/* walk_at_latest reports whether task waits at the place its latest stack
+ * was taken at: the same state k, saved user registers ip, sp and bp, kernel
+ * stack (read only when the rest is the same) and unwind tables of its
+ * process. (Only the latest place: two calls of one blocking function from
+ * the same depth have the same registers and kernel stack, and differ only
+ * in the user stack, which the timer cannot read; a thread that waits at
+ * A, B, A has its stack read at each.) */
+static __always_inline bool walk_at_latest(struct task_struct *task, struct tstate *st, u32 k, u64 ip, u64 sp, u64 bp)
+{
+	if (k != st->walk_k || ip != st->walk_ip || sp != st->walk_sp || bp != st->walk_bp || !st->walk_kh)
+		return false;
+	u32 zero = 0;
+	struct walk_kbuf *kb = bpf_map_lookup_elem(&walk_kbufs, &zero);
+	if (!kb)
+		return false;
+	long klen = bpf_get_task_stack(task, kb->ips, sizeof(kb->ips), 0);
+	u64 kh = klen;
+	for (int i = 0; i < MAX_STACK; i++) {
+		if (i * 8 >= klen)
+			break;
+		kh = (kh ^ kb->ips[i]) * 0x100000001b3ULL;
+	}
+	u32 tgid = task->tgid;
+	struct unw_proc *up = bpf_map_lookup_elem(&unw_procs, &tgid);
+	u32 tables = up ? up->gen : 0;
+	return kh == st->walk_kh && tables == st->walk_tables;
+}
+
 /* A thread read by the timer is read at the walk's instant: nothing it did
  * was after it (walk_kind). */
 #define WALK_NOW (~0ULL)
@@ -2518,17 +2559,23 @@ static __always_inline void walk_thread(struct task_struct *task, u64 since, u64
 	 * fields stay as walk_stacks will read them). */
 	bool timed = since == WALK_NOW;
 	walk_threads++;
-	if (timed && st->last_runnable) {
+	u64 pend = st->last_runnable;
+	if (timed && pend) {
 		/* Its state now is sampled all the same (the walks' instants
 		 * would otherwise avoid the moments after a walk that found
-		 * stacks to take): off CPU, its weight goes to the sample at
-		 * the place it waits at now. */
+		 * stacks to take). Still in the wait of its pending sample (no
+		 * switch since), it adds to that sample (unless walk_stacks
+		 * takes it meanwhile); elsewhere off CPU, its weight goes to the
+		 * sample at the place it waits at now. */
 		u8 k = walk_kind(task, since);
-		if (k != ST_ONCPU) {
-			struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
-			emit_walk_carry(tgid, tid, k, walk_w, BPF_CORE_READ(regs, ip), BPF_CORE_READ(regs, sp),
-					BPF_CORE_READ(regs, bp));
-		}
+		if (k == ST_ONCPU)
+			return;
+		u32 switches = (u32)(task->nvcsw + task->nivcsw);
+		if (k == st->out_state && switches == st->pad2 && !(pend & WALKED_OUT) &&
+		    __sync_val_compare_and_swap(&st->last_runnable, pend, pend + walk_w) == pend)
+			return;
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+		emit_walk_carry(tgid, tid, k, walk_w, BPF_CORE_READ(regs, ip), BPF_CORE_READ(regs, sp), BPF_CORE_READ(regs, bp));
 		return;
 	}
 	u64 now = bpf_ktime_get_ns();
@@ -2551,7 +2598,15 @@ static __always_inline void walk_thread(struct task_struct *task, u64 since, u64
 	st->pad2 = switches;
 	st->last_runnable = 0;
 	bool same = seen && k == was && switches == before;
-	if (!same)
+	/* From the timer, a thread that moved but waits at the place of its
+	 * latest stack (the same user registers and kernel stack, in the same
+	 * state: a thread of a server blocks in the same few places over and
+	 * over) adds to that sample there and then: no stack to take, no
+	 * wake-up of wallprof. */
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	u64 ip = BPF_CORE_READ(regs, ip), sp = BPF_CORE_READ(regs, sp), bp = BPF_CORE_READ(regs, bp);
+	bool there = timed && !same && seen && k != ST_ONCPU && walk_at_latest(task, st, k, ip, sp, bp);
+	if (!same && !there)
 		walk_release(st, task->tgid, tid); /* it moved */
 	if (k == ST_ONCPU)
 		return;
@@ -2571,16 +2626,16 @@ static __always_inline void walk_thread(struct task_struct *task, u64 since, u64
 		struct unw_proc *up = bpf_map_lookup_elem(&unw_procs, &tgid);
 		same = !up || up->gen == st->walk_tables;
 	}
-	if (same) {
+	if (same || there) {
 		/* In the wait it was in at the previous walk, which took its
-		 * stack: the time goes to that sample. */
+		 * stack (or at that place again): the time goes to that
+		 * sample. */
 		walk_hold(st, k, w);
 		return;
 	}
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
-	st->inst_ip = BPF_CORE_READ(regs, ip);
-	st->inst_sp = BPF_CORE_READ(regs, sp);
-	st->inst_bp = BPF_CORE_READ(regs, bp);
+	st->inst_ip = ip;
+	st->inst_sp = sp;
+	st->inst_bp = bp;
 	barrier(); /* the sample's fields before it is pending (walk_stacks) */
 	st->last_runnable = w;
 	walk_pending++;
@@ -2632,8 +2687,6 @@ extern void bpf_task_release(struct task_struct *p) __ksym;
 #define TASK_ITER_PROC_THREADS 2
 #define TIMER_ABS (1ULL << 0)
 #define TIMER_CPU_PIN (1ULL << 1)
-/* How many threads a walk reads at its full rate (collect.walkThreads). */
-#define WALK_THREADS 64
 
 struct walk_timer {
 	struct bpf_timer t;
@@ -2668,6 +2721,9 @@ struct walk_list walk_procs = {};
  * (the sampling period), and the end. */
 volatile u64 walk_every_ns = 0;
 volatile u64 walk_max_ns = 0;
+/* How many threads a walk reads at the full rate: past them the walks are
+ * spaced further apart (collect.timerWalkThreads). */
+volatile u32 walk_full = 16;
 volatile u32 walk_stop = 0;
 /* The timer's firings, its time in all (ns), and what starting it
  * returned. */
@@ -2746,11 +2802,12 @@ static int walk_tick(void *map, int *key, struct walk_timer *wt)
 	 * after a walk too (when wallprof's thread takes the stacks: with
 	 * intervals of half a period or more, -0.7 point of runnable time in
 	 * the bursts test's compute phases). Its mean is spaced further past
-	 * WALK_THREADS threads (collect.walker.spacing). */
+	 * walk_full threads (collect.walker.spacing). */
 	u64 mean = walk_every_ns;
 	u32 n = walk_threads;
-	if (n > WALK_THREADS) {
-		mean = mean * n / WALK_THREADS;
+	u32 full = walk_full ? walk_full : 1;
+	if (n > full) {
+		mean = mean * n / full;
 		if (mean > walk_max_ns)
 			mean = walk_max_ns;
 	}
