@@ -123,6 +123,14 @@ var allConfigs = []config{
 	{Name: "wallprof-99-walk-fp", Wallprof: true, Optional: true, Wrap: func(e *env, argv []string) []string {
 		return append([]string{"env", "WALLPROF_ACCOUNTING=walk", "WALLPROF_UNWIND=fp"}, wallprofAt("wallprof-99-walk-fp", 99)(e, argv)...)
 	}},
+	// The walk's first pass from wallprof's thread (kernels before 6.7)
+	// rather than from the BPF timer, the default where the kernel has it.
+	{Name: "wallprof-99-walkiter", Wallprof: true, Optional: true, Wrap: func(e *env, argv []string) []string {
+		return append([]string{"env", "WALLPROF_WALK_TIMER=0"}, wallprofAt("wallprof-99-walkiter", 99)(e, argv)...)
+	}},
+	{Name: "wallprof-999-walkiter", Wallprof: true, Optional: true, Wrap: func(e *env, argv []string) []string {
+		return append([]string{"env", "WALLPROF_WALK_TIMER=0"}, wallprofAt("wallprof-999-walkiter", 999)(e, argv)...)
+	}},
 	{Name: "wallprof-999-walk", Wrap: func(e *env, argv []string) []string {
 		return append([]string{"env", "WALLPROF_ACCOUNTING=walk"}, wallprofAt("wallprof-999-walk", 999)(e, argv)...)
 	}, Wallprof: true, Optional: true},

@@ -2604,8 +2604,16 @@ static __always_inline void walk_thread(struct task_struct *task, u64 since, u64
 	 * over) adds to that sample there and then: no stack to take, no
 	 * wake-up of wallprof. */
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
-	u64 ip = BPF_CORE_READ(regs, ip), sp = BPF_CORE_READ(regs, sp), bp = BPF_CORE_READ(regs, bp);
-	bool there = timed && !same && seen && k != ST_ONCPU && walk_at_latest(task, st, k, ip, sp, bp);
+	u64 ip = 0, sp = 0, bp = 0;
+	bool there = false;
+	if (!same && k != ST_ONCPU) {
+		/* (Not read for a thread in the same wait: a walk of a
+		 * thousand idle threads.) */
+		ip = BPF_CORE_READ(regs, ip);
+		sp = BPF_CORE_READ(regs, sp);
+		bp = BPF_CORE_READ(regs, bp);
+		there = timed && seen && walk_at_latest(task, st, k, ip, sp, bp);
+	}
 	if (!same && !there)
 		walk_release(st, task->tgid, tid); /* it moved */
 	if (k == ST_ONCPU)
@@ -2632,6 +2640,12 @@ static __always_inline void walk_thread(struct task_struct *task, u64 since, u64
 		 * sample. */
 		walk_hold(st, k, w);
 		return;
+	}
+	if (!ip && !sp && !bp) {
+		/* In the same wait, whose stack is read again (see above). */
+		ip = BPF_CORE_READ(regs, ip);
+		sp = BPF_CORE_READ(regs, sp);
+		bp = BPF_CORE_READ(regs, bp);
 	}
 	st->inst_ip = ip;
 	st->inst_sp = sp;
