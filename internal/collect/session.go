@@ -375,7 +375,7 @@ func (s *Session) attachTable(a Attachment) error {
 		objs := walkerObjects{states: s.objs.walk[0], stacks: s.objs.walk[1], pending: c.WalkPending, forks: c.TargetForks, threads: c.WalkThreads}
 		if s.objs.walkTimer[0] != nil {
 			objs.timer = &walkTimerObjects{start: s.objs.walkTimer[0], stop: s.objs.walkTimer[1], wake: c.WalkWake,
-				procs: c.WalkProcs, every: c.WalkEveryNs, max: c.WalkMaxNs, full: c.WalkFull, exp: c.WalkExp, startErr: c.WalkStartErr, tickNs: c.WalkTickNs}
+				procs: c.WalkProcs, every: c.WalkEveryNs, max: c.WalkMaxNs, full: c.WalkFull, gaps: c.WalkGaps, startErr: c.WalkStartErr, tickNs: c.WalkTickNs}
 		}
 		w, err := newWalker(objs, s.walkTgids(), c.Targets, time.Duration(s.plan.WalkPeriodNs()), time.Duration(s.plan.PeriodNs()))
 		if err != nil {
@@ -802,7 +802,7 @@ type coreObjects struct {
 	WalkEveryNs  *ebpf.Variable `ebpf:"walk_every_ns"`
 	WalkMaxNs    *ebpf.Variable `ebpf:"walk_max_ns"`
 	WalkFull     *ebpf.Variable `ebpf:"walk_full"`
-	WalkExp      *ebpf.Variable `ebpf:"walk_exp"`
+	WalkGaps     *ebpf.Variable `ebpf:"walk_gaps"`
 	WalkStartErr *ebpf.Variable `ebpf:"walk_start_err"`
 	WalkTickNs   *ebpf.Variable `ebpf:"walk_tick_ns"`
 	WalkFires    *ebpf.Variable `ebpf:"walk_fires"`

@@ -76,3 +76,48 @@ func TaskIterLink(progFD int, pid uint32) (int, error) {
 	}
 	return int(fd), nil
 }
+
+// RunApart runs f on the calling thread moved, for f's time, to the first
+// CPU it may run on that none of processes pids may (by their main
+// threads' affinity): a BPF timer started there stays there, away from
+// a target pinned elsewhere. Where every CPU is the targets', f runs where
+// the thread is. It reports the CPU f ran on (-1: not moved).
+func RunApart(pids []int, f func()) int {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var mine, theirs unix.CPUSet
+	if unix.SchedGetaffinity(0, &mine) != nil {
+		f()
+		return -1
+	}
+	for _, pid := range pids {
+		var s unix.CPUSet
+		if unix.SchedGetaffinity(pid, &s) != nil {
+			continue
+		}
+		for c := range maxCPUs {
+			if s.IsSet(c) {
+				theirs.Set(c)
+			}
+		}
+	}
+	cpu := -1
+	for c := range maxCPUs {
+		if mine.IsSet(c) && !theirs.IsSet(c) {
+			cpu = c
+			break
+		}
+	}
+	var one unix.CPUSet
+	one.Set(cpu)
+	if cpu < 0 || unix.SchedSetaffinity(0, &one) != nil {
+		f()
+		return -1
+	}
+	f()
+	_ = unix.SchedSetaffinity(0, &mine)
+	return cpu
+}
+
+// maxCPUs is how many CPUs a unix.CPUSet holds.
+const maxCPUs = len(unix.CPUSet{}) * 64

@@ -2,6 +2,7 @@ package linux
 
 import (
 	"os"
+	"os/exec"
 	"runtime"
 	"testing"
 	"time"
@@ -98,5 +99,48 @@ func TestLockPromptSharesTheCPU(t *testing.T) {
 	t.Logf("on one CPU for %v: the prompt thread %v, the ordinary one %v (%.0f%%)", spin, prompt, plain, 100*share)
 	if share < 0.3 {
 		t.Errorf("the ordinary thread had %.0f%% of the CPU it shared with a spinning prompt thread, want about half", 100*share)
+	}
+}
+
+// RunApart runs f on a CPU the given process may not run on, and back
+// where the thread was allowed after.
+func TestRunApart(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("one CPU")
+	}
+	cmd := exec.Command("sleep", "10")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	var zero unix.CPUSet
+	zero.Set(0)
+	if err := unix.SchedSetaffinity(cmd.Process.Pid, &zero); err != nil {
+		t.Fatal(err)
+	}
+	var ran int = -2
+	cpu := RunApart([]int{cmd.Process.Pid}, func() {
+		var s unix.CPUSet
+		if unix.SchedGetaffinity(0, &s) == nil && s.Count() == 1 {
+			for c := range maxCPUs {
+				if s.IsSet(c) {
+					ran = c
+				}
+			}
+		}
+	})
+	if cpu < 1 || ran != cpu {
+		t.Errorf("RunApart from a process pinned to CPU 0: reported CPU %d, f ran pinned to %d", cpu, ran)
+	}
+	// Every CPU the target's: f runs where the thread may.
+	var all unix.CPUSet
+	for c := range runtime.NumCPU() {
+		all.Set(c)
+	}
+	if err := unix.SchedSetaffinity(cmd.Process.Pid, &all); err != nil {
+		t.Fatal(err)
+	}
+	if cpu := RunApart([]int{cmd.Process.Pid}, func() {}); cpu != -1 {
+		t.Errorf("RunApart from a process on every CPU moved to CPU %d", cpu)
 	}
 }

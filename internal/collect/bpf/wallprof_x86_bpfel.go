@@ -125,6 +125,7 @@ type WallprofTstate struct {
 	InstIp       uint64
 	InstSp       uint64
 	InstBp       uint64
+	WalkExec     uint64
 }
 
 type WallprofUnwFile struct {
@@ -253,9 +254,9 @@ const (
 	WallprofVarUnwindTables     = "unwind_tables"
 	WallprofVarUseRd            = "use_rd"
 	WallprofVarWalkEveryNs      = "walk_every_ns"
-	WallprofVarWalkExp          = "walk_exp"
 	WallprofVarWalkFires        = "walk_fires"
 	WallprofVarWalkFull         = "walk_full"
+	WallprofVarWalkGaps         = "walk_gaps"
 	WallprofVarWalkMaxNs        = "walk_max_ns"
 	WallprofVarWalkMode         = "walk_mode"
 	WallprofVarWalkPending      = "walk_pending"
@@ -379,9 +380,9 @@ type WallprofVariableSpecs struct {
 	UnwindTables     *ebpf.VariableSpec `ebpf:"unwind_tables"`
 	UseRd            *ebpf.VariableSpec `ebpf:"use_rd"`
 	WalkEveryNs      *ebpf.VariableSpec `ebpf:"walk_every_ns"`
-	WalkExp          *ebpf.VariableSpec `ebpf:"walk_exp"`
 	WalkFires        *ebpf.VariableSpec `ebpf:"walk_fires"`
 	WalkFull         *ebpf.VariableSpec `ebpf:"walk_full"`
+	WalkGaps         *ebpf.VariableSpec `ebpf:"walk_gaps"`
 	WalkMaxNs        *ebpf.VariableSpec `ebpf:"walk_max_ns"`
 	WalkMode         *ebpf.VariableSpec `ebpf:"walk_mode"`
 	WalkPending      *ebpf.VariableSpec `ebpf:"walk_pending"`
@@ -484,9 +485,9 @@ type WallprofVariables struct {
 	UnwindTables     *ebpf.Variable `ebpf:"unwind_tables"`
 	UseRd            *ebpf.Variable `ebpf:"use_rd"`
 	WalkEveryNs      *ebpf.Variable `ebpf:"walk_every_ns"`
-	WalkExp          *ebpf.Variable `ebpf:"walk_exp"`
 	WalkFires        *ebpf.Variable `ebpf:"walk_fires"`
 	WalkFull         *ebpf.Variable `ebpf:"walk_full"`
+	WalkGaps         *ebpf.Variable `ebpf:"walk_gaps"`
 	WalkMaxNs        *ebpf.Variable `ebpf:"walk_max_ns"`
 	WalkMode         *ebpf.Variable `ebpf:"walk_mode"`
 	WalkPending      *ebpf.Variable `ebpf:"walk_pending"`

@@ -134,6 +134,9 @@ struct tstate {
 	 * thread whose stack the second pass is to take: if it has moved on
 	 * by then, its time goes to its latest sample at that place. */
 	u64 inst_ip, inst_sp, inst_bp;
+	/* Walk mode: its CPU time (se.sum_exec_runtime) when it was last
+	 * found at the place of its latest stack (walk_near). */
+	u64 walk_exec;
 };
 
 struct sample_event {
@@ -2494,6 +2497,28 @@ struct {
 	__type(value, struct walk_kbuf);
 } walk_kbufs SEC(".maps");
 
+/* WALK_NEAR_NS: the CPU time a thread may have run since it was last found
+ * at the place of its latest stack for a walk that finds it at the same
+ * registers and kernel stack to take it as the same place (walk_near). */
+#define WALK_NEAR_NS 1000000ULL
+
+/* walk_near reports whether task has run little since it was last found at
+ * the place of st's latest stack: the registers and kernel stack of a
+ * blocking call are those of another call of the same function from the
+ * same depth (cgt's crowd_wait and crowd_nap call nanosleep alike), told
+ * apart only by the user stack, which walk_thread does not read; a thread
+ * that ran a millisecond of CPU since may well have come back by another
+ * path, and its stack is read again. (A server thread back at its poll
+ * after a short request is not.) It notes the thread's CPU time when it is. */
+static __always_inline bool walk_near(struct task_struct *task, struct tstate *st)
+{
+	u64 exec = task->se.sum_exec_runtime;
+	if (exec - st->walk_exec > WALK_NEAR_NS)
+		return false;
+	st->walk_exec = exec;
+	return true;
+}
+
 /* walk_at_latest reports whether task waits at the place its latest stack
  * was taken at: the same state k, saved user registers ip, sp and bp, kernel
  * stack (read only when the rest is the same) and unwind tables of its
@@ -2503,7 +2528,8 @@ struct {
  * A, B, A has its stack read at each.) */
 static __always_inline bool walk_at_latest(struct task_struct *task, struct tstate *st, u32 k, u64 ip, u64 sp, u64 bp)
 {
-	if (k != st->walk_k || ip != st->walk_ip || sp != st->walk_sp || bp != st->walk_bp || !st->walk_kh)
+	if (k != st->walk_k || ip != st->walk_ip || sp != st->walk_sp || bp != st->walk_bp || !st->walk_kh ||
+	    !walk_near(task, st))
 		return false;
 	u32 zero = 0;
 	struct walk_kbuf *kb = bpf_map_lookup_elem(&walk_kbufs, &zero);
@@ -2586,7 +2612,7 @@ static __always_inline void walk_thread(struct task_struct *task, u64 since, u64
 	 * the two reads, which come later when the CPUs are busy (and so with
 	 * what the threads do then). */
 	if (timed)
-		w = walk_w; /* the timer's walks are a Poisson process: each stands for its mean interval */
+		w = walk_w; /* each of the timer's walks stands for its mean interval (walk_tick) */
 	else if (st->based && walk_gen > 1 && st->walk_gen == walk_gen - 1 && walk_prev_at && walk_at > walk_prev_at)
 		w = walk_at - walk_prev_at;
 	st->walk_gen = walk_gen;
@@ -2745,10 +2771,11 @@ volatile u64 walk_fires = 0;
 volatile u64 walk_tick_ns = 0;
 volatile s64 walk_start_err = 0;
 static u64 walk_next;
-/* Quantiles of the exponential distribution of mean 1 (x 65536), written by
- * user space: the timer's intervals are drawn from them. */
-#define WALK_EXP 1024
-u32 walk_exp[WALK_EXP] = {};
+/* Quantiles of the distribution of the timer's intervals, of mean 1
+ * (x 65536), written by user space (collect.walkGapQuantiles): each
+ * interval is drawn from them. */
+#define WALK_GAPS 1024
+u32 walk_gaps[WALK_GAPS] = {};
 
 /* walk_timed is walk_thread from the timer: a function of its own, which
  * the verifier checks once (inline in the timer's loops, it took seconds). */
@@ -2811,12 +2838,13 @@ static int walk_tick(void *map, int *key, struct walk_timer *wt)
 		u32 one = 1;
 		bpf_ringbuf_output(&walk_wake, &one, sizeof(one), BPF_RB_FORCE_WAKEUP);
 	}
-	/* The next walk, an exponential interval away: the walks are a Poisson
-	 * process, which samples every moment at the same rate, those right
-	 * after a walk too (when wallprof's thread takes the stacks: with
+	/* The next walk, an interval drawn from walk_gaps away: a distribution
+	 * whose walks sample the moments right after a walk at the same rate
+	 * as any other (when wallprof's thread takes the stacks: with
 	 * intervals of half a period or more, -0.7 point of runnable time in
-	 * the bursts test's compute phases). Its mean is spaced further past
-	 * walk_full threads (collect.walker.spacing). */
+	 * the bursts test's compute phases; see collect.walkGapQuantiles). Its
+	 * mean is spaced further past walk_full threads
+	 * (collect.walker.spacing). */
 	u64 mean = walk_every_ns;
 	u32 n = walk_threads;
 	u32 full = walk_full ? walk_full : 1;
@@ -2828,8 +2856,8 @@ static int walk_tick(void *map, int *key, struct walk_timer *wt)
 	if (mean > 4000000000ULL)
 		mean = 4000000000ULL;
 	walk_w = mean;
-	u32 q = bpf_get_prandom_u32() & (WALK_EXP - 1);
-	u64 next = walk_next + ((mean * walk_exp[q]) >> 16);
+	u32 q = bpf_get_prandom_u32() & (WALK_GAPS - 1);
+	u64 next = walk_next + ((mean * walk_gaps[q]) >> 16);
 	u64 end = bpf_ktime_get_ns();
 	if (next <= end)
 		next = end + 1; /* late: from now on */
@@ -2945,10 +2973,11 @@ int walk_stacks(struct bpf_iter__task *ctx)
 	 * blocked as its process started was read with frame pointers alone,
 	 * before the tables of its program were loaded.) */
 	if (st->walk_ip == ip && st->walk_sp == sp && st->walk_bp == bp && st->walk_kh == kh && st->walk_k == k &&
-	    st->walk_tables == tables) {
+	    st->walk_tables == tables && walk_near(task, st)) {
 		walk_hold(st, k, w);
 		return 0;
 	}
+	st->walk_exec = task->se.sum_exec_runtime;
 	st->walk_tables = tables;
 	st->walk_ip = ip;
 	st->walk_sp = sp;
