@@ -26,13 +26,14 @@ test:
 	$(GO) test -p 1 -timeout 30m ./...
 	@# The other accountings against the ground truth as well (where the
 	@# kernel has sched_exit_tp and schedstat the run above checked record's
-	@# default, the walk, from a BPF timer on 6.7+): at each thread's resumption, which top and the
+	@# default, the walk): at each thread's resumption, which top and the
 	@# agent use, and at each switch, which kernels before 6.16 or without
 	@# schedstat get.
 	WALLPROF_ACCOUNTING=resume $(GO) test -count=1 -run '^(TestRecordCGroundTruth|TestRecordCBursts|TestRecordGoProgram|TestRecordAttachTargetExits|TestRecordFollowsChildren|TestRecordSamplesAtFrequency|TestRecordThreadChurn)$$' ./cmd/wallprof
-	@# The walk's first pass from wallprof's thread, as on kernels before
-	@# 6.7 (without the open-coded task iterator the BPF timer uses).
-	WALLPROF_WALK_TIMER=0 $(GO) test -count=1 -run '^(TestRecordCGroundTruth|TestRecordCBursts|TestRecordGoProgram|TestRecordAttachTargetExits|TestRecordFollowsChildren|TestRecordSamplesAtFrequency|TestRecordThreadChurn)$$' ./cmd/wallprof
+	@# The walk's first pass from a BPF timer (WALLPROF_WALK_TIMER=1, not
+	@# the default yet: doc/walk-timer.md), on all but the bursts, where it
+	@# is not as exact yet.
+	WALLPROF_WALK_TIMER=1 $(GO) test -count=1 -run '^(TestRecordCGroundTruth|TestRecordGoProgram|TestRecordAttachTargetExits|TestRecordFollowsChildren|TestRecordSamplesAtFrequency|TestRecordThreadChurn|TestRecordUnwindsWithoutFramePointers)$$' ./cmd/wallprof
 	WALLPROF_RESUME=0 $(GO) test -count=1 -run '^(TestRecordCGroundTruth|TestRecordCBursts|TestRecordGoProgram|TestRecordAttachTargetExits|TestRecordFollowsChildren|TestRecordSamplesAtFrequency)$$' ./cmd/wallprof
 	cd examples/searchserver && $(GO) test ./...
 	$(MAKE) fuzz-smoke

@@ -350,8 +350,8 @@ func (c *recorder) options() record.Options {
 // WALLPROF_ACCOUNTING=walk, resume or switch picks the accounting (the
 // default: collect.AccountAuto); WALLPROF_TIMER_STAGGER=0 starts the CPUs'
 // sampling timers at one instant; WALLPROF_WALK_EVERY (a duration) sets the
-// mean interval between two walks; WALLPROF_WALK_TIMER=0 runs the walks from
-// wallprof's thread rather than from a BPF timer.
+// mean interval between two walks; WALLPROF_WALK_TIMER=1 runs the walks' first
+// pass from a BPF timer rather than from wallprof's thread (doc/walk-timer.md).
 func setPlanFromEnv(p *collect.Plan) {
 	switch os.Getenv("WALLPROF_RESUME") {
 	case "0":
@@ -370,7 +370,7 @@ func setPlanFromEnv(p *collect.Plan) {
 	p.NoRunDelay = os.Getenv("WALLPROF_RUN_DELAY") == "0"
 	p.NoExitTP = os.Getenv("WALLPROF_EXIT_TP") == "0"
 	p.NoStagger = os.Getenv("WALLPROF_TIMER_STAGGER") == "0"
-	p.NoWalkTimer = os.Getenv("WALLPROF_WALK_TIMER") == "0"
+	p.WalkTimer = os.Getenv("WALLPROF_WALK_TIMER") == "1"
 	if d, err := time.ParseDuration(os.Getenv("WALLPROF_WALK_EVERY")); err == nil && d > 0 {
 		p.WalkEvery = d
 	}

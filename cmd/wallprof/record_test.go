@@ -289,7 +289,7 @@ func TestRecordCGroundTruth(t *testing.T) {
 // WALLPROF_ACCOUNTING=switch) for the switch-time accounting of older
 // kernels (`make test` runs the ground-truth tests with both too). A walk's
 // first pass runs from a BPF timer where the kernel has the open-coded task
-// iterator (Linux 6.7+), unless WALLPROF_WALK_TIMER=0.
+// iterator (Linux 6.7+) with WALLPROF_WALK_TIMER=1.
 func wantAccounting() string {
 	btf, _ := os.ReadFile("/sys/kernel/btf/vmlinux")
 	_, err := os.Stat("/proc/self/schedstat")
@@ -309,7 +309,7 @@ func wantAccounting() string {
 		}
 	}
 	if modern {
-		if bytes.Contains(btf, []byte("bpf_iter_task_new")) && os.Getenv("WALLPROF_WALK_TIMER") != "0" {
+		if bytes.Contains(btf, []byte("bpf_iter_task_new")) && os.Getenv("WALLPROF_WALK_TIMER") == "1" {
 			return profile.AccountWalkTimer
 		}
 		return profile.AccountWalk

@@ -46,9 +46,11 @@ type Plan struct {
 	// WalkEvery is the mean interval between two walks (walk mode); 0:
 	// WalkPeriodNs's default (to measure what the walks cost).
 	WalkEvery time.Duration
-	// NoWalkTimer runs the walks' first pass from the walker's thread
-	// even where the kernel would run it from a BPF timer (to compare).
-	NoWalkTimer bool
+	// WalkTimer runs the walks' first pass from a BPF timer where the
+	// kernel allows it (Linux 6.7+; doc/walk-timer.md), rather than from
+	// the walker's thread: far cheaper for wallprof, but not yet as exact
+	// on the bursts workload, so not the default.
+	WalkTimer bool
 	// NoExitTP does not load the programs on sched_exit_tp: the way of
 	// kernels before 6.16 (to compare).
 	NoExitTP bool

@@ -267,7 +267,7 @@ func (s *Session) loadEnd(walk bool) error {
 		s.objs.walk = [2]*ebpf.Program{progs[0], progs[1]}
 		// The first pass from a BPF timer, where the kernel loads it
 		// (else from the walker's thread).
-		if !s.plan.NoWalkTimer {
+		if s.plan.WalkTimer {
 			if progs, err := s.loadOptionals(progWalkTimerStart, progWalkTimerStop); err == nil {
 				s.objs.walkTimer = [2]*ebpf.Program{progs[0], progs[1]}
 			}

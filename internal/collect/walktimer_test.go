@@ -37,7 +37,7 @@ func TestWalkTimerWakesOnlyForStacks(t *testing.T) {
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	time.Sleep(50 * time.Millisecond) // exec'ed: sleeping in nanosleep
-	s, err := Open(Plan{PIDs: []int{cmd.Process.Pid}, Freq: DefaultFreq, Accounting: AccountWalk})
+	s, err := Open(Plan{PIDs: []int{cmd.Process.Pid}, Freq: DefaultFreq, Accounting: AccountWalk, WalkTimer: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -123,13 +123,13 @@ var allConfigs = []config{
 	{Name: "wallprof-99-walk-fp", Wallprof: true, Optional: true, Wrap: func(e *env, argv []string) []string {
 		return append([]string{"env", "WALLPROF_ACCOUNTING=walk", "WALLPROF_UNWIND=fp"}, wallprofAt("wallprof-99-walk-fp", 99)(e, argv)...)
 	}},
-	// The walk's first pass from wallprof's thread (kernels before 6.7)
-	// rather than from the BPF timer, the default where the kernel has it.
-	{Name: "wallprof-99-walkiter", Wallprof: true, Optional: true, Wrap: func(e *env, argv []string) []string {
-		return append([]string{"env", "WALLPROF_WALK_TIMER=0"}, wallprofAt("wallprof-99-walkiter", 99)(e, argv)...)
+	// The walk's first pass from a BPF timer (Linux 6.7+, opt-in:
+	// doc/walk-timer.md) rather than from wallprof's thread.
+	{Name: "wallprof-99-walktimer", Wallprof: true, Optional: true, Wrap: func(e *env, argv []string) []string {
+		return append([]string{"env", "WALLPROF_WALK_TIMER=1"}, wallprofAt("wallprof-99-walktimer", 99)(e, argv)...)
 	}},
-	{Name: "wallprof-999-walkiter", Wallprof: true, Optional: true, Wrap: func(e *env, argv []string) []string {
-		return append([]string{"env", "WALLPROF_WALK_TIMER=0"}, wallprofAt("wallprof-999-walkiter", 999)(e, argv)...)
+	{Name: "wallprof-999-walktimer", Wallprof: true, Optional: true, Wrap: func(e *env, argv []string) []string {
+		return append([]string{"env", "WALLPROF_WALK_TIMER=1"}, wallprofAt("wallprof-999-walktimer", 999)(e, argv)...)
 	}},
 	{Name: "wallprof-999-walk", Wrap: func(e *env, argv []string) []string {
 		return append([]string{"env", "WALLPROF_ACCOUNTING=walk"}, wallprofAt("wallprof-999-walk", 999)(e, argv)...)
