@@ -2555,7 +2555,11 @@ static __always_inline bool walk_at_latest(struct task_struct *task, struct tsta
  * drawn with (walk_tick). */
 static u64 walk_w;
 
-static __always_inline void walk_thread(struct task_struct *task, u64 since, u64 arrival)
+/* walk_thread is the first pass over one thread: from walk_states (timed
+ * false: the thread walker, since its instant, arrival its arrival on its
+ * CPU) or from the timer (walk_timed). A constant, so that each program
+ * carries, and the verifier checks, only its own branches. */
+static __always_inline void walk_thread(struct task_struct *task, u64 since, u64 arrival, const bool timed)
 {
 	u32 tid = task->pid;
 	u32 tgid = task->tgid;
@@ -2583,7 +2587,6 @@ static __always_inline void walk_thread(struct task_struct *task, u64 since, u64
 	 * earlier walk: a thread whose stack is still to be taken is left as
 	 * it is (its times are brought up at its next walk, its sample's
 	 * fields stay as walk_stacks will read them). */
-	bool timed = since == WALK_NOW;
 	walk_threads++;
 	u64 pend = st->last_runnable;
 	if (timed && pend) {
@@ -2698,7 +2701,7 @@ int walk_states(struct bpf_iter__task *ctx)
 	}
 	struct task_struct *me = bpf_get_current_task_btf();
 	u64 since = walk_instant(me);
-	walk_thread(task, since ? since : 1, me->sched_info.last_arrival);
+	walk_thread(task, since ? since : 1, me->sched_info.last_arrival, false);
 	return 0;
 }
 
@@ -2783,7 +2786,7 @@ u32 walk_gaps[WALK_GAPS] = {};
 __attribute__((noinline)) int walk_timed(struct task_struct *task __arg_trusted)
 {
 	if (task->pid)
-		walk_thread(task, WALK_NOW, 0);
+		walk_thread(task, WALK_NOW, 0, true);
 	return 0;
 }
 
