@@ -55,8 +55,15 @@ const maxTimerPIDs = len(bpf.WallprofWalkList{}.Pid)
 // startTimer hands the first pass to the BPF timer, pinned to the calling
 // thread's CPU: the walks' instants are the timer's own, and wallprof's
 // threads wake only for the stacks of threads that moved.
-func (w *walker) startTimer(objs walkTimerObjects) error {
+func (w *walker) startTimer(objs walkTimerObjects) (err error) {
 	t := &walkTimer{objs: objs}
+	// walk_every_ns also tells walk_stacks the timer walks (its rules
+	// for a thread's place): left at 0 where it does not start.
+	defer func() {
+		if err != nil {
+			_ = objs.every.Set(uint64(0))
+		}
+	}()
 	if err := objs.every.Set(uint64(w.period / timerWalkRate)); err != nil {
 		return err
 	}

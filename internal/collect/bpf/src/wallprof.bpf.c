@@ -2940,15 +2940,20 @@ int walk_stacks(struct bpf_iter__task *ctx)
 		k = ST_OTHER;
 	if (task->on_cpu || (u32)(task->nvcsw + task->nivcsw) != switches) {
 		emit_walk_carry(task->tgid, tid, k, w, iip, isp, ibp);
-		/* It waited there: a later walk that finds it in the same
-		 * wait holds its time for that place (walk_hold), not for
-		 * the place of its latest stack. (The kernel stack is not
-		 * known: the next stack taken is read again.) */
-		st->walk_ip = iip;
-		st->walk_sp = isp;
-		st->walk_bp = ibp;
-		st->walk_kh = 0;
-		st->walk_k = k;
+		if (walk_every_ns) {
+			/* From the timer: it waited there, and a later walk
+			 * that finds it in the same wait holds its time for
+			 * that place (walk_hold), not for the place of its
+			 * latest stack. (The kernel stack is not known: the
+			 * next stack taken is read again.) Not for the thread
+			 * walker, whose accuracy on the bursts was measured
+			 * without it (doc/walk-timer.md). */
+			st->walk_ip = iip;
+			st->walk_sp = isp;
+			st->walk_bp = ibp;
+			st->walk_kh = 0;
+			st->walk_k = k;
+		}
 		return 0;
 	}
 	/* Waiting where its latest stack was taken (the same user registers
@@ -2976,7 +2981,7 @@ int walk_stacks(struct bpf_iter__task *ctx)
 	 * blocked as its process started was read with frame pointers alone,
 	 * before the tables of its program were loaded.) */
 	if (st->walk_ip == ip && st->walk_sp == sp && st->walk_bp == bp && st->walk_kh == kh && st->walk_k == k &&
-	    st->walk_tables == tables && walk_near(task, st)) {
+	    st->walk_tables == tables && (!walk_every_ns || walk_near(task, st))) {
 		walk_hold(st, k, w);
 		return 0;
 	}
