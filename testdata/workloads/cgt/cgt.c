@@ -56,6 +56,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -64,9 +65,13 @@
 #define MAX_PHASES 4
 #define NSPINNERS 3
 
+/* A phase's stolen time is the wall time of its runs that never blocked
+ * (no voluntary context switch) that was neither CPU time nor a wait for a
+ * CPU: on a virtual machine, what the hypervisor took while the thread held
+ * a CPU (steal), which the kernel's CPU clock leaves out. */
 struct phase {
 	const char *name;
-	int64_t wall_ns, cpu_ns, run_delay_ns;
+	int64_t wall_ns, cpu_ns, run_delay_ns, stolen_ns;
 };
 
 struct thread_rec {
@@ -79,6 +84,7 @@ struct thread_rec {
 
 struct snap {
 	int64_t wall, cpu, delay;
+	long nvcsw; /* voluntary context switches */
 };
 
 static double scale = 1.0;
@@ -133,6 +139,15 @@ static int64_t run_delay_ns(void)
 	return delay;
 }
 
+/* voluntary_switches returns how many times this thread has blocked. */
+static long voluntary_switches(void)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_THREAD, &ru) != 0)
+		return -1;
+	return ru.ru_nvcsw;
+}
+
 /* phase_begin and phase_end read the clocks in mirrored order so that the
  * wall interval encloses the CPU and run-delay intervals. */
 static void phase_begin(struct snap *s)
@@ -140,6 +155,7 @@ static void phase_begin(struct snap *s)
 	s->wall = clock_ns(CLOCK_MONOTONIC);
 	s->cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	s->delay = run_delay_ns();
+	s->nvcsw = voluntary_switches();
 }
 
 /* phase_end adds the phase begun at b to the thread's record of name (a
@@ -147,6 +163,7 @@ static void phase_begin(struct snap *s)
 static void phase_end(struct thread_rec *r, const char *name, const struct snap *b)
 {
 	struct snap e;
+	e.nvcsw = voluntary_switches();
 	e.delay = run_delay_ns();
 	e.cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	e.wall = clock_ns(CLOCK_MONOTONIC);
@@ -163,6 +180,9 @@ static void phase_end(struct thread_rec *r, const char *name, const struct snap 
 		p->wall_ns += e.wall - b->wall;
 		p->cpu_ns += e.cpu - b->cpu;
 		p->run_delay_ns += e.delay - b->delay;
+		int64_t rest = (e.wall - b->wall) - (e.cpu - b->cpu) - (e.delay - b->delay);
+		if (e.nvcsw >= 0 && e.nvcsw == b->nvcsw && rest > 0)
+			p->stolen_ns += rest;
 	}
 	pthread_mutex_unlock(&rec_mu);
 }
@@ -543,9 +563,9 @@ static void write_truth(int partial)
 		        (long long)(r->end_ns ? r->end_ns : now));
 		for (int j = 0; j < r->nphases; j++) {
 			struct phase *p = &r->phases[j];
-			fprintf(f, "%s\n    \"%s\": {\"wall_ns\": %lld, \"cpu_ns\": %lld, \"run_delay_ns\": %lld}",
+			fprintf(f, "%s\n    \"%s\": {\"wall_ns\": %lld, \"cpu_ns\": %lld, \"run_delay_ns\": %lld, \"stolen_ns\": %lld}",
 			        j ? "," : "", p->name, (long long)p->wall_ns, (long long)p->cpu_ns,
-			        (long long)p->run_delay_ns);
+			        (long long)p->run_delay_ns, (long long)p->stolen_ns);
 		}
 		fprintf(f, "}}");
 	}
