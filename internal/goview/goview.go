@@ -137,7 +137,13 @@ func (realClock) ThreadCPU() time.Duration               { return linux.ThreadCP
 // Start opens the goroutine table of pid and snapshots it every interval
 // until Stop. It fails, wrapping ErrNotGo, when pid is not a Go program.
 func Start(pid int, interval time.Duration) (*Sampler, error) {
-	r, err := goroutines.Open(pid)
+	return StartExe(pid, interval, nil)
+}
+
+// StartExe is Start with the target's executable already read (nil: read
+// it now; goroutines.OpenExe).
+func StartExe(pid int, interval time.Duration, exe *goroutines.Exe) (*Sampler, error) {
+	r, err := goroutines.OpenExe(pid, exe)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wallprof/wallprof/internal/collect"
+	"github.com/wallprof/wallprof/internal/goruntime/goroutines"
 	"github.com/wallprof/wallprof/internal/goview"
 	"github.com/wallprof/wallprof/internal/linux"
 	"github.com/wallprof/wallprof/internal/profile"
@@ -59,7 +60,7 @@ func (w *world) deps() deps {
 			w.s = &fakeSession{w: w, samples: make(chan *collect.RawSample), acks: make(chan struct{}), done: make(chan struct{}), running: make(chan struct{})}
 			return w.s, nil
 		},
-		goroutines: func(pid int, interval time.Duration) (goSampler, error) {
+		goroutines: func(pid int, interval time.Duration, exe *goroutines.Exe) (goSampler, error) {
 			w.record("goroutines.start")
 			if w.goroutinesErr != nil {
 				return nil, w.goroutinesErr

@@ -499,3 +499,52 @@ func checkBiasFromMaps(t *testing.T, pid int, bias uint64) {
 		}
 	}
 }
+
+// TestOpenExe reads a program's executable before it runs (ReadExe, as
+// record does while its BPF program loads), then opens the running
+// process with it: the same goroutines as Open finds, without reading the
+// file again; an Exe of another file is not used.
+func TestOpenExe(t *testing.T) {
+	requireRoot(t)
+	bs := builds(t)
+	b := bs[len(bs)-1] // the last build is stripped and PIE where the builds vary
+	exe, err := ReadExe(b.binary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startWorkload(t, b.binary(t))
+	r, err := OpenExe(w.cmd.Process.Pid, exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.GoVersion() != exe.x.version || r.table != exe.x.table {
+		t.Errorf("OpenExe read the executable again: version %q, table shared %v", r.GoVersion(), r.table == exe.x.table)
+	}
+	if b.pie {
+		checkBiasFromMaps(t, w.cmd.Process.Pid, r.LoadBias())
+	}
+	checkExpected(t, r, snapshotUntilFound(t, r))
+
+	// An Exe of another file: the process's own is read.
+	other, err := ReadExe(bs[0].binary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bs[0].binary(t) == b.binary(t) {
+		t.Fatal("one build only")
+	}
+	r2, err := OpenExe(w.cmd.Process.Pid, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	if r2.table == other.x.table {
+		t.Error("OpenExe used the Exe of another file")
+	}
+	checkExpected(t, r2, snapshotUntilFound(t, r2))
+
+	if _, err := ReadExe("/bin/sh"); !errors.Is(err, ErrNotGo) {
+		t.Errorf("ReadExe(/bin/sh): %v, want ErrNotGo", err)
+	}
+}

@@ -96,6 +96,58 @@ func (r *Reader) SetStackCache(maxAge int) {
 // mount namespaces) and the load address from /proc/PID/maps.
 func Open(pid int) (*Reader, error) { return open(pid, nil) }
 
+// An Exe is what a Reader learns from a Go executable's file alone: its
+// version, runtime layout and function table (tens to hundreds of
+// milliseconds to read). ReadExe reads it before the program runs, and
+// OpenExe opens a Reader of a process running it without reading it again.
+type Exe struct {
+	x   exeInfo
+	f   *elf.File
+	dev uint64
+	ino uint64
+}
+
+// ReadExe reads the executable at path.
+func ReadExe(path string) (*Exe, error) {
+	raw, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer raw.Close()
+	f, err := elf.NewFile(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: not ELF: %v", path, ErrNotGo, err)
+	}
+	x, err := readExe(f, raw, path)
+	if err != nil {
+		return nil, err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(raw.Fd()), &st); err != nil {
+		return nil, fmt.Errorf("stat %s: %w", path, err)
+	}
+	return &Exe{x: x, f: f, dev: st.Dev, ino: st.Ino}, nil
+}
+
+// OpenExe is Open for a process that runs e's file; a process running
+// another file is opened as Open does. The Reader keeps e's function
+// table: one Reader to an Exe.
+func OpenExe(pid int, e *Exe) (*Reader, error) {
+	var st syscall.Stat_t
+	if e == nil || syscall.Stat(fmt.Sprintf("/proc/%d/exe", pid), &st) != nil || st.Dev != e.dev || st.Ino != e.ino {
+		return Open(pid)
+	}
+	bias, err := loadBias(pid, e.f, e.ino)
+	if err != nil {
+		return nil, err
+	}
+	mem, err := openMemory(pid, e.x.allgs+bias)
+	if err != nil {
+		return nil, err
+	}
+	return newReader(pid, e.x, bias, mem)
+}
+
 // open is Open; wrap, when not nil, wraps the target's memory (tests
 // record what the Reader reads through it).
 func open(pid int, wrap func(memory) memory) (*Reader, error) {
