@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"os"
@@ -414,15 +415,40 @@ func TestRecordSIGTERMWritesProfile(t *testing.T) {
 	requireRecording(t)
 	out := filepath.Join(t.TempDir(), "term.pb.gz")
 	cmd := exec.Command(wallprofBin(t), "record", "-o", out, "--", "sleep", "30")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	var stderr syncBuffer
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
+	}
+	// 1.5 s after the recording began (wallprof says so once it has
+	// started, in 0.3 s or, on a loaded machine, over 0.8 s).
+	began := make(chan struct{})
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			stderr.Write([]byte(sc.Text() + "\n"))
+			if strings.HasPrefix(sc.Text(), "wallprof: recording ") {
+				close(began)
+			}
+		}
+	}()
+	select {
+	case <-began:
+	case <-copied:
+	case <-time.After(20 * time.Second):
 	}
 	time.Sleep(1500 * time.Millisecond)
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() {
+		<-copied
+		done <- cmd.Wait()
+	}()
 	select {
 	case err := <-done:
 		if err != nil {
