@@ -121,11 +121,13 @@ type WallprofTstate struct {
 	WalkK        uint32
 	WalkGen      uint32
 	WalkTables   uint32
-	Pad3         uint32
+	WalkCpu      uint32
 	InstIp       uint64
 	InstSp       uint64
 	InstBp       uint64
 	WalkExec     uint64
+	WalkSteal    uint64
+	WalkCt       uint64
 }
 
 type WallprofUnwFile struct {
