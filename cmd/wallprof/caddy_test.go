@@ -60,6 +60,7 @@ func TestRecordCaddy(t *testing.T) {
 	requireRecording(t)
 	caddy := requireTool(t, "caddy", "caddy")
 	hey := requireTool(t, "hey", "hey")
+	wallprofBin(t) // built before the load starts: run alone, the build took the load's 5 s
 	url, srv, log := startCaddy(t, caddy)
 	deadline := time.Now().Add(10 * time.Second)
 	for {

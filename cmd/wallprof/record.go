@@ -780,6 +780,10 @@ func (c *recorder) summary(p *profile.Profile) {
 		covers := ""
 		if c, ok := g.Coverage(p.Duration); ok {
 			covers = fmt.Sprintf(" covering %s of the recording (%.0f%%)", g.Covered.Round(time.Millisecond), 100*c)
+			if g.Before > 0 {
+				covers = fmt.Sprintf(" covering %s of the %s %s (%.0f%%)", g.Covered.Round(time.Millisecond),
+					g.Span(p.Duration).Round(time.Millisecond), g.SpanText(), 100*c)
+			}
 		}
 		fmt.Fprintf(w, "wallprof: goroutines (%s): up to %d, goroutine table read %d times every %s%s, %d inconsistent reads dropped%s; see 'wallprof report --goroutines'\n",
 			g.Version, g.MaxGoroutines, g.Snapshots, g.Interval.Round(time.Microsecond), covers, g.Dropped, failed)

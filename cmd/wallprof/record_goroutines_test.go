@@ -58,6 +58,11 @@ func TestRecordGoroutines(t *testing.T) {
 			}
 			t.Logf("%s: %d snapshots every %s, up to %d goroutines, %d inconsistent reads dropped, %d retried, %d failed",
 				p.GoInfo.Version, p.GoInfo.Snapshots, p.GoInfo.Interval, p.GoInfo.MaxGoroutines, p.GoInfo.Dropped, p.GoInfo.Retried, p.GoInfo.Failed)
+			// Launched: the recording began before the command exec'ed,
+			// and the coverage counts from the exec.
+			if b := p.GoInfo.Before; b <= 0 || b > time.Second {
+				t.Errorf("the recording ran %v before the command exec'ed, want a launch's few hundred milliseconds", b)
+			}
 			checkCoverage(t, p, stderr)
 			checkGoroutineGroups(t, p, truth)
 
@@ -91,13 +96,18 @@ func checkCoverage(t *testing.T, p *profile.Profile, stderr string) {
 	t.Helper()
 	g := p.GoInfo
 	c, ok := g.Coverage(p.Duration)
-	t.Logf("goroutine table read %d times, covering %v of the %v recording (%.1f%%), longest gap %v",
-		g.Snapshots, g.Covered, p.Duration, 100*c, g.LongestGap)
+	t.Logf("goroutine table read %d times, covering %v of the %v recording after its first %v (%.1f%%), longest gap %v",
+		g.Snapshots, g.Covered, p.Duration, g.Before, 100*c, g.LongestGap)
 	if !ok || g.LowCoverage(p.Duration) {
 		t.Errorf("the goroutine view covers %v of the %v recording (%.1f%%, known: %v), longest gap %v; want at least %.0f%%",
 			g.Covered, p.Duration, 100*c, ok, g.LongestGap, 100*profile.MinCoverage)
 	}
-	if want := fmt.Sprintf("covering %v of the recording (%.0f%%)", g.Covered.Round(time.Millisecond), 100*c); !strings.Contains(stderr, want) {
+	want := fmt.Sprintf("covering %v of the recording (%.0f%%)", g.Covered.Round(time.Millisecond), 100*c)
+	if g.Before > 0 {
+		want = fmt.Sprintf("covering %v of the %v since the command started (%.0f%%)", g.Covered.Round(time.Millisecond),
+			g.Span(p.Duration).Round(time.Millisecond), 100*c)
+	}
+	if !strings.Contains(stderr, want) {
 		t.Errorf("the summary does not say %q:\n%s", want, stderr)
 	}
 	if strings.Contains(stderr, "warning: the goroutine view covers only") {

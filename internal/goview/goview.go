@@ -58,6 +58,9 @@ type Sampler struct {
 	// snapshots ended.
 	firstAt, lastAt, endAt time.Time
 	maxGap                 time.Duration
+	// from is when the target could first have goroutines, if after the
+	// recording began (From).
+	from time.Time
 
 	stop chan struct{}
 	done chan struct{}
@@ -521,8 +524,22 @@ func (s *Sampler) Attach(p, threads *profile.Profile, r Resolver) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	info := s.info
-	info.LongestGap = s.longestGap(p.Start, p.Duration)
+	start, d := p.Start, p.Duration
+	if !start.IsZero() && s.from.After(start) && s.from.Sub(start) < d {
+		info.Before = s.from.Sub(start)
+		start, d = s.from, d-info.Before
+	}
+	info.LongestGap = s.longestGap(start, d)
 	s.attach(p, threads, r, func(e *entry) int64 { return e.value }, info)
+}
+
+// From says when the target could first have goroutines: a launched
+// command's exec. The time of the recording before it is left out of the
+// coverage (profile.GoInfo.Before).
+func (s *Sampler) From(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.from = t
 }
 
 // Mark closes a bucket of the snapshots' time, for views of the recent

@@ -374,3 +374,30 @@ func TestWaitAfter(t *testing.T) {
 		t.Errorf("pauseAfter(1ms) = %v, want 49ms", got)
 	}
 }
+
+// TestAttachFrom: a launched command's recording began before the command
+// exec'ed (From): that time is Before, left out of the coverage, and the
+// longest gap counts from the exec, not from the recording's start.
+func TestAttachFrom(t *testing.T) {
+	start := time.Unix(1000, 0)
+	s := &Sampler{funcs: map[string]map[string]int{}, byID: map[uint64]*known{}}
+	s.info.Snapshots, s.info.Covered = 90, 1800*time.Millisecond
+	s.firstAt = start.Add(210 * time.Millisecond)
+	s.lastAt = start.Add(1990 * time.Millisecond)
+	s.maxGap = 30 * time.Millisecond
+	p := &profile.Profile{Start: start, Duration: 2 * time.Second}
+	s.Attach(p, &profile.Profile{}, fakeResolver{})
+	g := p.GoInfo
+	if c, _ := g.Coverage(p.Duration); g.Before != 0 || g.LongestGap != 210*time.Millisecond || c != 0.9 {
+		t.Errorf("attached: before %v, longest gap %v, coverage %.3f; want 0, 210ms, 0.9", g.Before, g.LongestGap, c)
+	}
+
+	s.From(start.Add(200 * time.Millisecond))
+	s.Attach(p, &profile.Profile{}, fakeResolver{})
+	g = p.GoInfo
+	if c, _ := g.Coverage(p.Duration); g.Before != 200*time.Millisecond || g.LongestGap != 30*time.Millisecond || c != 1 ||
+		g.Span(p.Duration) != 1800*time.Millisecond || g.SpanText() != "since the command started" {
+		t.Errorf("launched: before %v, longest gap %v, coverage %.3f, span %v %q; want 200ms, 30ms, 1, 1.8s",
+			g.Before, g.LongestGap, c, g.Span(p.Duration), g.SpanText())
+	}
+}

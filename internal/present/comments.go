@@ -110,12 +110,15 @@ func encodeComments(p *profile.Profile) (human, records []string) {
 		covers := ""
 		if c, ok := g.Coverage(p.Duration); ok {
 			covers = fmt.Sprintf(", covering %s of the %s recording (%.0f%%)", fmtDur(int64(g.Covered)), fmtDur(int64(p.Duration)), 100*c)
+			if g.Before > 0 {
+				covers = fmt.Sprintf(", covering %s of the %s %s (%.0f%%)", fmtDur(int64(g.Covered)), fmtDur(int64(g.Span(p.Duration))), g.SpanText(), 100*c)
+			}
 		}
 		human = append(human, fmt.Sprintf("goroutines: %s, %d snapshots of the goroutine table every %s%s, up to %d goroutines, %d inconsistent reads dropped (sample type %q)",
 			g.Version, g.Snapshots, g.Interval, covers, g.MaxGoroutines, g.Dropped, goroutineType))
-		rec = append(rec, fmt.Sprintf("%sgoroutines version=%s snapshots=%d interval=%d max=%d dropped=%d retried=%d failed=%d covered=%d longest_gap=%d",
+		rec = append(rec, fmt.Sprintf("%sgoroutines version=%s snapshots=%d interval=%d max=%d dropped=%d retried=%d failed=%d covered=%d longest_gap=%d before=%d",
 			commentLead, token(g.Version), g.Snapshots, int64(g.Interval), g.MaxGoroutines, g.Dropped, g.Retried, g.Failed,
-			int64(g.Covered), int64(g.LongestGap)))
+			int64(g.Covered), int64(g.LongestGap), int64(g.Before)))
 	}
 	for _, n := range p.Notes {
 		human = append(human, "note: "+oneLine(n))
@@ -197,7 +200,7 @@ func (st *commentState) decodeComment(c string) (other bool, err error) {
 	case "goroutines":
 		st.goInfo = &profile.GoInfo{Version: f.str("version"), Snapshots: int(f.uint("snapshots")), Interval: f.dur("interval"),
 			MaxGoroutines: int(f.uint("max")), Dropped: int(f.uint("dropped")), Retried: int(f.uint("retried")), Failed: int(f.uint("failed")),
-			Covered: f.dur("covered"), LongestGap: f.dur("longest_gap")}
+			Covered: f.dur("covered"), LongestGap: f.dur("longest_gap"), Before: f.dur("before")}
 	case "recorder":
 		st.recorder = &profile.Recorder{Accounting: f.str("accounting"), Kernel: f.str("kernel")}
 	case "kernel":

@@ -26,9 +26,13 @@ type GoroutineReport struct {
 	Dropped   int             `json:"inconsistent_reads_dropped"`
 	// RecordingNs is the recording's duration; CoveredNs the time the
 	// snapshots of the goroutine table charged (waiting and runnable time
-	// exist only there), Coverage its share of the recording, and
-	// LongestGapNs the longest time the table went unread. The last three
-	// are absent for profiles written before wallprof measured them.
+	// exist only there), Coverage its share of the recording (after
+	// BeforeNs), and LongestGapNs the longest time the table went unread.
+	// The last three are absent for profiles written before wallprof
+	// measured them. BeforeNs is how long a launched command's recording
+	// ran before the command exec'ed: no goroutines then, left out of the
+	// coverage.
+	BeforeNs     int64    `json:"before_ns,omitempty"`
 	RecordingNs  int64    `json:"recording_ns"`
 	CoveredNs    int64    `json:"covered_ns,omitempty"`
 	Coverage     *float64 `json:"coverage_percent,omitempty"`
@@ -97,6 +101,9 @@ func NewGoroutineReport(p *profile.Profile, focus *regexp.Regexp) (*GoroutineRep
 		if c, ok := g.Coverage(p.Duration); ok {
 			pc := 100 * c
 			r.CoveredNs, r.Coverage, r.LongestGapNs = int64(g.Covered), &pc, int64(g.LongestGap)
+			if g.Before > 0 && g.Before < p.Duration {
+				r.BeforeNs = int64(g.Before)
+			}
 		}
 	}
 	if w := GoCoverageWarning(p); w != "" {
@@ -145,6 +152,10 @@ func WriteGoroutineReport(w io.Writer, r *GoroutineReport, asJSON bool) error {
 		if r.Coverage != nil {
 			covers = fmt.Sprintf(", covering %s of the %s recording (%.1f%%; longest gap %s)",
 				fmtDur(r.CoveredNs), fmtDur(r.RecordingNs), *r.Coverage, fmtDur(r.LongestGapNs))
+			if r.BeforeNs > 0 {
+				covers = fmt.Sprintf(", covering %s of the %s since the command started, %s into the recording (%.1f%%; longest gap %s)",
+					fmtDur(r.CoveredNs), fmtDur(r.RecordingNs-r.BeforeNs), fmtDur(r.BeforeNs), *r.Coverage, fmtDur(r.LongestGapNs))
+			}
 		}
 		fmt.Fprintf(&b, "goroutine table read %d times, every %s%s; up to %d goroutines; %d inconsistent reads dropped\n",
 			i.Snapshots, i.Interval, covers, i.MaxGoroutines, i.Dropped)
@@ -190,10 +201,14 @@ func GoCoverageWarning(p *profile.Profile) string {
 		return ""
 	}
 	c, _ := g.Coverage(p.Duration)
-	return fmt.Sprintf("the goroutine view covers only %.0f%% of the recording (%s of %s; the goroutine table was read %d times, "+
+	of := "of the recording"
+	if g.Before > 0 {
+		of = "of the time since the command started"
+	}
+	return fmt.Sprintf("the goroutine view covers only %.0f%% %s (%s of %s; the goroutine table was read %d times, "+
 		"longest gap %s): waiting and runnable time are missing for the rest of it, running time (from thread samples) may not be, "+
 		"so the groups' times and their running/runnable/waiting split are off",
-		100*c, fmtDur(int64(g.Covered)), fmtDur(int64(p.Duration)), g.Snapshots, fmtDur(int64(g.LongestGap)))
+		100*c, of, fmtDur(int64(g.Covered)), fmtDur(int64(g.Span(p.Duration))), g.Snapshots, fmtDur(int64(g.LongestGap)))
 }
 
 // GoroutineView returns the goroutine view of p as a profile whose samples

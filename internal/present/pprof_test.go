@@ -492,6 +492,7 @@ func goProfile() *profile.Profile {
 // own: the thread types do not count it, and it is the default.
 func TestPprofGoroutinesRoundTrip(t *testing.T) {
 	want := goProfile()
+	want.GoInfo.Before = 40 * time.Millisecond
 	data := writePprof(t, want)
 	got, err := ReadProfile(bytes.NewReader(data))
 	if err != nil {

@@ -84,13 +84,38 @@ type GoInfo struct {
 	// the start of the recording to the first snapshot, between two, or
 	// from the last to the end of the recording.
 	LongestGap time.Duration
+	// Before is how long the recording ran before the target could have
+	// goroutines: a launched command at wallprof's gate, and the shell
+	// before it exec'ed the program. The coverage leaves it out (Span), as
+	// does LongestGap. 0 for a process attached to.
+	Before time.Duration
+}
+
+// Span is the part of a recording lasting d that the goroutine view could
+// cover: d less Before.
+func (g *GoInfo) Span(d time.Duration) time.Duration {
+	if g != nil && g.Before > 0 && g.Before < d {
+		return d - g.Before
+	}
+	return d
+}
+
+// SpanText says what Span is of, for "covering 1.9s of the 2.0s ...":
+// "recording", or "since the command started" when the recording began
+// before the program ran.
+func (g *GoInfo) SpanText() string {
+	if g != nil && g.Before > 0 {
+		return "since the command started"
+	}
+	return "recording"
 }
 
 // MinCoverage is the share of the recording below which the goroutine
 // view is reported as partial. Recordings cover 97.6–99.7% of their time
-// when attached to a running program for 5 s, 94–97% when they launch one
-// for 2 s: the snapshots begin once the target's binary has been read
-// (30–180 ms) and end up to an interval before the recording does. The
+// when attached to a running program for 5 s, 97–100% of the time since a
+// launched command exec'ed for 2 s (Before): the snapshots begin once the
+// target's binary has been read and end up to an interval before the
+// recording does. The
 // recordings this warns about covered 17–60%. Time the snapshots miss is
 // missing from each goroutine's waiting and runnable time, and, after the
 // snapshots began, not from its running time (thread samples): at 90% a
@@ -98,13 +123,13 @@ type GoInfo struct {
 const MinCoverage = 0.9
 
 // Coverage returns the share of a recording lasting d that the snapshots
-// cover (Covered/d, at most 1); ok is false when it is not known (a
+// cover (Covered/Span(d), at most 1); ok is false when it is not known (a
 // profile written before wallprof measured it).
 func (g *GoInfo) Coverage(d time.Duration) (share float64, ok bool) {
 	if g == nil || d <= 0 || (g.Covered <= 0 && g.Snapshots > 0) {
 		return 0, false
 	}
-	return min(1, float64(g.Covered)/float64(d)), true
+	return min(1, float64(g.Covered)/float64(g.Span(d))), true
 }
 
 // LowCoverage reports whether the snapshots are known to cover less than

@@ -109,6 +109,7 @@ type goSampler interface {
 	Running(tid int) uint64
 	Stop() error
 	Attach(p, threads *profile.Profile, r goview.Resolver)
+	From(t time.Time)
 	Mark(keep int)
 	AttachWindow(p, threads *profile.Profile, r goview.Resolver, n int)
 }
@@ -841,8 +842,12 @@ const goroutineWait = 5 * time.Second
 func (r *Recording) startGoroutines(gate string) {
 	interval := max(time.Second/time.Duration(r.opts.Freq), goroutineMinInterval)
 	deadline := time.Now().Add(goroutineWait)
+	var execAt time.Time // when a launched command was first seen exec'ed
 	for {
 		execed := gate == "" || r.deps.exe(r.pid) != gate
+		if execed && gate != "" && execAt.IsZero() {
+			execAt = time.Now()
+		}
 		if execed {
 			var exe *goroutines.Exe
 			if r.goexe != nil {
@@ -860,6 +865,11 @@ func (r *Recording) startGoroutines(gate string) {
 				default:
 				}
 				r.gview = s
+				if !execAt.IsZero() {
+					// Before it, the shell at the gate: no goroutines
+					// to miss.
+					s.From(execAt)
+				}
 				tap := &goTap{s: s, agg: r.newAggregator()}
 				if r.live != nil {
 					tap.live = collect.NewLive(tap.agg, linux.Monotonic(), r.periodNs, r.opts.Live)
@@ -883,10 +893,16 @@ func (r *Recording) startGoroutines(gate string) {
 			// Launched: the runtime may not have set up its goroutine
 			// table yet.
 		}
+		// Until the command has exec'ed, often: when it did bounds the
+		// goroutine view's coverage (From).
+		wait := 20 * time.Millisecond
+		if !execed {
+			wait = 2 * time.Millisecond
+		}
 		select {
 		case <-r.gostop:
 			return
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(wait):
 		}
 	}
 }

@@ -172,7 +172,8 @@ type fakeSampler struct {
 	threads *profile.Profile // what Attach was given
 }
 
-func (g *fakeSampler) Active() bool { return !g.stopped }
+func (g *fakeSampler) Active() bool   { return !g.stopped }
+func (g *fakeSampler) From(time.Time) {}
 func (g *fakeSampler) Running(tid int) uint64 {
 	return g.goid[tid]
 }
