@@ -7,6 +7,7 @@ import (
 	"github.com/wallprof/wallprof/internal/golden"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -215,6 +216,83 @@ func TestCollapsedConventions(t *testing.T) {
 }
 
 // perf script -F +pid right-aligns the command name, so that event lines
+// A switch-in missing from the input, as perf records on a kernel that
+// does not trace the switch out of one CPU's idle task (Linux 6.18 on a
+// Firecracker VM, CPU 1; lines from perf record -a -g -e cpu-clock -e
+// sched:sched_switch of a shell that sleeps and computes, trimmed): the
+// off-CPU interval ends a sample period before the thread's next sample,
+// or, with no sample before its next switch-out, a period before that.
+func TestPerfMissingSwitchIn(t *testing.T) {
+	in := `sh 30563/30563 [001]  9694.760069: sched:sched_switch: prev_comm=sh prev_pid=30563 prev_prio=120 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
+	ffffffff81399a71 __schedule ([kernel.kallsyms])
+	ffffffff8226a1b5 do_nanosleep ([kernel.kallsyms])
+
+swapper 0/0 [000]  9694.800000:     250000 cpu-clock: 
+	ffffffff81399a71 default_idle ([kernel.kallsyms])
+
+sh 30563/30563 [001]  9694.890400:     250000 cpu-clock: 
+	            11aa spin_inner+0x21 (/bin/sh)
+
+sh 30563/30563 [001]  9694.906651: sched:sched_switch: prev_comm=sh prev_pid=30563 prev_prio=120 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
+	ffffffff81399a71 __schedule ([kernel.kallsyms])
+	ffffffff8226a1b5 do_nanosleep ([kernel.kallsyms])
+
+sh 30563/30563 [001]  9695.010156: sched:sched_switch: prev_comm=sh prev_pid=30563 prev_prio=120 prev_state=R ==> next_comm=rcu_preempt next_pid=15 next_prio=120
+	ffffffff81399a71 __schedule ([kernel.kallsyms])
+
+`
+	r, err := Import([]byte(in), "", Options{PIDs: []int{30563}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sleeping int64
+	for _, s := range r.Profile.Samples {
+		if s.TID == 30563 && s.State == profile.Sleeping {
+			sleeping += s.Value
+		}
+	}
+	// 9694.760069 to 9694.890150 (the sample less its 250 µs), then
+	// 9694.906651 to 9695.009906 (the switch-out less a period).
+	if want := int64(130081000 + 103255000); sleeping < want-1000 || sleeping > want+1000 {
+		t.Errorf("sh slept %dns, want %d", sleeping, want)
+	}
+	if r.Profile.Lost["switch-in-not-seen"] != 2 || !slices.ContainsFunc(r.Profile.Notes, func(n string) bool {
+		return strings.Contains(n, "2 switch-outs had no switch-in") && strings.Contains(n, "a sample period before")
+	}) {
+		t.Errorf("lost %v, notes %q", r.Profile.Lost, r.Profile.Notes)
+	}
+
+	// With no cpu-clock samples, a run between two switch-outs is not
+	// bounded: that interval is left out, and the note says so. A
+	// switch-in in the input still ends its interval.
+	var noSamples strings.Builder
+	for _, ev := range strings.SplitAfter(in, "\n\n") {
+		if !strings.Contains(ev, "cpu-clock") {
+			noSamples.WriteString(ev)
+		}
+	}
+	noSamples.WriteString("swapper 0/0 [000]  9695.020000: sched:sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=sh next_pid=30563 next_prio=120\n\tffffffff81399a71 __schedule ([kernel.kallsyms])\n\n")
+	r, err = Import([]byte(noSamples.String()), Perf, Options{PIDs: []int{30563}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runnable int64
+	for _, s := range r.Profile.Samples {
+		if s.TID == 30563 && s.State == profile.Sleeping {
+			t.Errorf("a sleeping sample of %dns with nothing to bound it", s.Value)
+		}
+		if s.TID == 30563 && s.State == profile.Runnable {
+			runnable += s.Value
+		}
+	}
+	if runnable != 9844000 {
+		t.Errorf("sh runnable %dns, want 9844000 (its preemption to its switch-in)", runnable)
+	}
+	if !slices.ContainsFunc(r.Profile.Notes, func(n string) bool { return strings.Contains(n, "their off-CPU time is left out") }) {
+		t.Errorf("notes %q", r.Profile.Notes)
+	}
+}
+
 // are indented like frames; they are events all the same. Without ip in
 // its -F fields perf prints no call chain, and the conversion says which
 // fields to ask for. (Lines from 'perf record -e sched:sched_switch -g'

@@ -161,6 +161,14 @@ func perfSamplingEvent(event string) bool {
 	return strings.Trim(mod, "ukhIGHpPSDWeb") == ""
 }
 
+// unclosed is a switch-out whose switch-in is missing, followed by the
+// thread's next switch-out at next with no sample of it in between.
+type unclosed struct {
+	tid  int
+	p    *pending
+	next float64
+}
+
 // pending is a thread switched out whose switch-in has not been seen yet.
 type pending struct {
 	at    float64
@@ -264,7 +272,9 @@ type perfParser struct {
 	periods   map[int64]int // cpu-clock periods seen, to pick the profile's period
 	nominal   int           // samples weighed with the nominal frequency
 	ignored   map[string]int
-	unmatched uint64
+	unmatched uint64     // switch-outs whose switch-in the input lacks
+	estimated uint64     // ... whose off-CPU time was estimated
+	unclosed  []unclosed // ... followed by a switch-out and no sample
 	offcpu    int
 	switches  int
 }
@@ -385,7 +395,6 @@ func (pp *perfParser) event(e perfEvent, stack []frame) {
 			pp.b.add(pp.thread(e.tid, e.comm), profile.Other, stack, e.period)
 		}
 	case perfSamplingEvent(e.event):
-		pp.running(e.tid)
 		v := int64(time.Second) / int64(pp.opt.PerfFrequency)
 		if perfTimeEvent(e.event) && e.hasPer {
 			v = e.period
@@ -393,22 +402,41 @@ func (pp *perfParser) event(e perfEvent, stack []frame) {
 		} else {
 			pp.nominal++
 		}
+		pp.running(e.tid, e.time, v)
 		pp.b.add(pp.thread(e.tid, e.comm), profile.OnCPU, stack, v)
 	default:
-		pp.running(e.tid)
+		pp.running(e.tid, e.time, 0)
 		pp.ignored[e.event]++
 	}
 }
 
-// running notes that tid was seen running: a switch-out still pending had
-// a switch-in perf did not show.
-func (pp *perfParser) running(tid int) {
-	if pp.pending[tid] != nil {
-		delete(pp.pending, tid)
-		if pp.b.keep(pp.pids[tid]) {
-			pp.unmatched++
-		}
+// running notes that tid was on a CPU at time at, in an event that
+// counts the period ns before it (a cpu-clock sample), or 0 (its next
+// switch-out, another event): a switch-out still pending had a switch-in
+// the input does not show. perf records a per-thread event only in the
+// thread's own context, and some kernels do not trace the switch out of
+// an idle CPU's idle task (Linux 6.18 on a Firecracker VM, for one of
+// its two CPUs). A sample bounds the switch-in: the thread was back on a
+// CPU a period before it, within a period. A switch-out does not by
+// itself: the thread may have run for long since; when the input has
+// cpu-clock samples, a run with none was shorter than about a period, and
+// finish closes those intervals a period before the switch-out.
+func (pp *perfParser) running(tid int, at float64, period int64) {
+	p := pp.pending[tid]
+	if p == nil {
+		return
 	}
+	delete(pp.pending, tid)
+	if !pp.b.keep(pp.pids[tid]) {
+		return
+	}
+	pp.unmatched++
+	if period > 0 {
+		pp.estimated++
+		pp.offCPU(tid, p, at-float64(period)/1e9)
+		return
+	}
+	pp.unclosed = append(pp.unclosed, unclosed{tid: tid, p: p, next: at})
 }
 
 func (pp *perfParser) schedSwitch(e perfEvent, stack []frame) {
@@ -429,7 +457,7 @@ func (pp *perfParser) schedSwitch(e perfEvent, stack []frame) {
 		// A thread perf printed as ":-1 PID/-1" as it exited.
 		pp.pids[a.prevPID] = e.pid
 	}
-	pp.running(a.prevPID)
+	pp.running(a.prevPID, e.time, 0)
 	st, exited := perfState(a.prevState)
 	if exited {
 		return
@@ -471,6 +499,14 @@ func (pp *perfParser) finish() {
 			best = p
 		}
 	}
+	if best > 0 {
+		// Time was sampled: a run with no sample was about a period long
+		// at most (see running).
+		for _, u := range pp.unclosed {
+			pp.estimated++
+			pp.offCPU(u.tid, u.p, u.next-float64(best)/1e9)
+		}
+	}
 	if best == 0 && pp.nominal > 0 {
 		best = int64(time.Second) / int64(pp.opt.PerfFrequency)
 	}
@@ -487,7 +523,15 @@ func (pp *perfParser) finish() {
 	}
 	if pp.unmatched > 0 {
 		b.lost("switch-in-not-seen", pp.unmatched)
-		b.note("%d switch-outs had no switch-in in the input (perf records a per-thread event only in the thread's own context; record with -a to see every switch-in): their off-CPU time is left out", pp.unmatched)
+		why := "perf records a per-thread event only in the thread's own context, so record with -a; some kernels do not trace a switch out of an idle CPU"
+		switch {
+		case pp.estimated == pp.unmatched:
+			b.note("%d switch-outs had no switch-in in the input (%s): each of those off-CPU intervals ends a sample period before the thread's next event, to within a period", pp.unmatched, why)
+		case pp.estimated > 0:
+			b.note("%d switch-outs had no switch-in in the input (%s): %d of those off-CPU intervals end a sample period before the thread's next sample, to within a period; the other %d, with no sample before the next switch-out, are left out (record cpu-clock samples too, to bound them)", pp.unmatched, why, pp.estimated, pp.unmatched-pp.estimated)
+		default:
+			b.note("%d switch-outs had no switch-in in the input (%s): their off-CPU time is left out (record cpu-clock samples too, to bound it)", pp.unmatched, why)
+		}
 	}
 	if pp.noStack > 0 {
 		what := fmt.Sprintf("%d of %d events had no call chain", pp.noStack, pp.events)
