@@ -177,6 +177,9 @@ func TestDumpGoGoroutines(t *testing.T) {
 func TestDumpCThreads(t *testing.T) {
 	requireRecording(t)
 	cgt := groundtruth.Build(t, "cgt")
+	// Built before the program starts: the waiter exits 4 s after it, and
+	// a build of wallprof in the first test to run can take that long.
+	wallprofBin(t)
 	truth := filepath.Join(t.TempDir(), "truth.json")
 	// Stage 1 lasts 8 s at --scale 8; the waiter waits for 4 s.
 	cmd := exec.Command(cgt, "--truth", truth, "--scale", "8")
@@ -228,7 +231,11 @@ func TestDumpCThreads(t *testing.T) {
 	}
 	for name := range want {
 		if !seen[name] {
-			t.Errorf("no thread %s in the dump", name)
+			var names []string
+			for _, th := range d.Threads {
+				names = append(names, fmt.Sprintf("%d %s %s", th.TID, th.Name, th.State))
+			}
+			t.Errorf("no thread %s in the dump: %q", name, names)
 		}
 	}
 }

@@ -130,7 +130,11 @@ func schedState(state uint32, onCPU, onRQ bool) SchedState {
 //     may be short by that much.
 //   - running: since its latest switch-in (sched_info.last_arrival).
 //   - runnable: since it was queued (sched_info.last_queued: its wake-up,
-//     or its preemption).
+//     or its preemption). A thread preempted between announcing a sleep
+//     and calling the scheduler (set_current_state, then schedule: a pipe
+//     write that waits for room does this) is not queued as runnable by
+//     the scheduler's accounting (last_queued stays 0) yet stays on the
+//     run queue, and is runnable again once woken: since it left the CPU.
 //   - off CPU (sleeping, disk, stopped...): since it last left a CPU, its
 //     latest switch-in plus the CPU time of that last burst
 //     (sum_exec_runtime - prev_sum_exec_runtime). The burst is counted on
@@ -175,7 +179,7 @@ func timeInState(st SchedState, t snapTimes) (in time.Duration, known bool, sinc
 			d, ok := since(t.lastQueued)
 			return d, ok, ran
 		}
-		return 0, false, ran
+		return ran, ranOK, ran
 	}
 	return ran, ranOK, ran
 }

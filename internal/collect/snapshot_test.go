@@ -49,6 +49,11 @@ func TestTimeInState(t *testing.T) {
 	if d, ok, ran := timeInState(Runnable, q); !ok || d != 7*time.Millisecond || ran != 92*time.Millisecond {
 		t.Errorf("runnable: %v %v %v", d, ok, ran)
 	}
+	// Preempted as it was going to sleep: not queued in schedstat's
+	// accounting, on the run queue since it left the CPU.
+	if d, ok, ran := timeInState(Runnable, base); !ok || d != 92*time.Millisecond || ran != d {
+		t.Errorf("runnable, not queued: %v %v %v", d, ok, ran)
+	}
 	// Without schedstat: clock_task since exec_start.
 	n := snapTimes{rqClock: 1000 * ms, rqClockTask: 800 * ms, execStart: 750 * ms}
 	if d, ok, _ := timeInState(Disk, n); !ok || d != 50*time.Millisecond {
