@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -80,6 +81,8 @@ type latencyTruth struct {
 	P90Ns  int64  `json:"p90_ns"`
 	P99Ns  int64  `json:"p99_ns"`
 	MaxNs  int64  `json:"max_ns"`
+	// -bench: nanoseconds per call of main.trivial.
+	BenchNs float64 `json:"bench_ns_per_call"`
 }
 
 // latencyToolchains are the Go toolchains the ground truth is built with
@@ -98,6 +101,13 @@ var latencyToolchains = []string{"go1.22.12", "go1.23.12", "go1.24.13", "go1.25.
 // test short).
 func TestLatencyGroundTruth(t *testing.T) {
 	requireRecording(t)
+	// The program's timing of a call holds the probes' traps (the entry
+	// probe's after the program's first clock read, the return probe's
+	// before its second); wallprof's holds neither: its clock reads are
+	// inside them. The traps cost 10-30 µs a call here, more in a busy
+	// hour, against 2.5 ms calls at p50: a program's percentile may exceed
+	// wallprof's by 2% and one probe round trip, measured now.
+	trap := probeRoundTrip(t)
 	type variant struct {
 		toolchain string
 		strip     bool
@@ -169,8 +179,13 @@ func TestLatencyGroundTruth(t *testing.T) {
 				name      string
 				got, want int64
 			}{{"p50", fn.P50Ns, truth.P50Ns}, {"p90", fn.P90Ns, truth.P90Ns}, {"p99", fn.P99Ns, truth.P99Ns}} {
-				if math.Abs(float64(c.got-c.want)) > 0.02*float64(c.want) {
-					t.Errorf("%s: wallprof %v, the program %v: more than 2%% apart", c.name, time.Duration(c.got), time.Duration(c.want))
+				diff := float64(c.got - c.want)
+				switch {
+				case math.Abs(diff) <= 0.02*float64(c.want):
+				case diff < 0 && -diff <= 0.02*float64(c.want)+float64(trap):
+					t.Logf("%s: wallprof %v, the program %v: more than 2%% apart, less than 2%% and a probe round trip (%v)", c.name, time.Duration(c.got), time.Duration(c.want), trap)
+				default:
+					t.Errorf("%s: wallprof %v, the program %v: more than 2%% apart (a probe round trip: %v)", c.name, time.Duration(c.got), time.Duration(c.want), trap)
 				}
 			}
 			// The program's own timing of a call starts before the call and
@@ -181,6 +196,51 @@ func TestLatencyGroundTruth(t *testing.T) {
 			}
 		})
 	}
+}
+
+// probeRoundTrip measures what the entry and return probes add to a call
+// of a function that does nothing: the target's -bench loop of main.trivial
+// with wallprof latency on it, less the same loop without (the median of
+// three of each, interleaved).
+func probeRoundTrip(t *testing.T) time.Duration {
+	t.Helper()
+	bin := latencyTarget(t, true, "")
+	const calls = 20000
+	bench := func(probed bool) float64 {
+		out := filepath.Join(t.TempDir(), "bench.json")
+		target := startTarget(t, bin, "-bench", strconv.Itoa(calls), "-out", out)
+		var wp *exec.Cmd
+		var done chan struct{}
+		var stderr *bytes.Buffer
+		if probed {
+			wp, _, stderr, done = startLatency(t, target.Process.Pid, "main.trivial")
+		}
+		if err := target.Process.Signal(syscall.SIGUSR1); err != nil {
+			t.Fatal(err)
+		}
+		if err := target.Wait(); err != nil {
+			t.Fatalf("target: %v", err)
+		}
+		if probed {
+			<-done
+			if err := wp.Wait(); err != nil {
+				t.Fatalf("wallprof latency: %v\n%s", err, stderr.String())
+			}
+		}
+		var tr latencyTruth
+		readJSON(t, out, &tr)
+		return tr.BenchNs
+	}
+	var with, without []float64
+	for range 3 {
+		with = append(with, bench(true))
+		without = append(without, bench(false))
+	}
+	slices.Sort(with)
+	slices.Sort(without)
+	d := time.Duration(max(with[1]-without[1], 0))
+	t.Logf("a probe round trip: %v a call (%.0f ns with the probes, %.0f without)", d, with[1], without[1])
+	return d
 }
 
 func readJSON(t *testing.T, path string, v any) {
