@@ -248,8 +248,9 @@ func TestRecordNodeInContainerNamespaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	wallprofBin(t) // built before node starts: it burns for 3 s, a build can take that long
 	target := exec.Command(unshare, "--pid", "--fork", "--mount", "--mount-proc", "sh", "-c",
-		`mount -t tmpfs tmpfs /tmp && exec "$0" --perf-basic-prof --no-logfile-per-isolate --logfile=/tmp/v8.log -e "$1" 4`, node, string(data))
+		`mount -t tmpfs tmpfs /tmp && exec "$0" --perf-basic-prof --no-logfile-per-isolate --logfile=/tmp/v8.log -e "$1" 3`, node, string(data))
 	if err := target.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +279,11 @@ func TestRecordNodeInContainerNamespaces(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond) // past node's start-up
 	out := filepath.Join(t.TempDir(), "ns.pb.gz")
-	code, stderr := wallprof(t, "record", "-p", strconv.Itoa(pid), "--duration", "1500ms", "-o", out)
+	// node exits during the recording, and its mount namespace (its /tmp
+	// and the map on it) with it: the map must have been opened while it
+	// lived (in a slow hour CI's 1.5 s recording outlived node by chance,
+	// and every JIT frame stayed unnamed).
+	code, stderr := wallprof(t, "record", "-p", strconv.Itoa(pid), "--duration", "10s", "-o", out)
 	if code != 0 {
 		t.Fatalf("wallprof record exited %d:\n%s", code, stderr)
 	}

@@ -204,6 +204,23 @@ func newJITSymbols(root fsRoot, nspid int) *jitSymbols {
 	}
 }
 
+// openPerfMap opens the perf map, if it exists and is not open yet, and has
+// it read at the next lookup. Called while the process lives: its file may
+// not be reachable once it has exited (a container's /tmp, a tmpfs mounted
+// in its mount namespace, goes with the namespace), but a file kept open
+// stays readable.
+func (j *jitSymbols) openPerfMap() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.perfMap.f != nil {
+		return
+	}
+	if f, err := j.perfMap.open(); err == nil {
+		j.perfMap.f = f
+		j.last = time.Time{}
+	}
+}
+
 // isJitdump reports whether a mapped file is a jitdump file.
 func isJitdump(file string) bool {
 	b := path.Base(strings.TrimSuffix(file, " (deleted)"))

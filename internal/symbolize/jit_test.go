@@ -98,6 +98,24 @@ func TestPerfMap(t *testing.T) {
 	}
 }
 
+// The perf map is opened while the process lives (Refresh): once it has
+// exited, its file may be gone from every path (a container's /tmp goes with
+// its mount namespace), and the samples are named from the open file.
+func TestPerfMapOpenedWhileAlive(t *testing.T) {
+	p, dir := jitProcess(t)
+	mapPath := filepath.Join(dir, "tmp", "perf-7.map")
+	if err := os.WriteFile(mapPath, []byte("7f0000000000 40 JS:*burn /app/x.js:1:1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.jit.openPerfMap() // what Refresh does
+	if err := os.Remove(mapPath); err != nil {
+		t.Fatal(err)
+	}
+	if got := resolveName(p, 0x7f0000000010); got != "JS:*burn /app/x.js:1:1" {
+		t.Errorf("the map removed after it was opened: %s", got)
+	}
+}
+
 func TestParseNSpid(t *testing.T) {
 	for status, want := range map[string]int{
 		"Name:\tnode\nPid:\t4242\nNSpid:\t4242\t1\nNSpgid:\t4242\t1\n": 1,

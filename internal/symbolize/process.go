@@ -114,6 +114,9 @@ func (p *Process) Refresh() error {
 	}
 	p.mu.RUnlock()
 
+	if p.jit != nil {
+		p.jit.openPerfMap()
+	}
 	var regions []*region
 	for _, e := range entries {
 		if p.jit != nil && isJitdump(e.File) {
