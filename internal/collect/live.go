@@ -440,39 +440,54 @@ type extraKey struct {
 // as samples, give it one.
 //
 // It also lists the threads whose off-CPU time grew since the latest tick
-// with no off-CPU sample since: a wait still in progress (its sample comes
-// when it ends), whose stack is not the one the thread was last seen
-// waiting in when it moved on to another wait (a phase that blocks for
-// seconds after one that blocked elsewhere).
+// by more than their off-CPU samples since (by unseenSlack): a wait still
+// in progress (its sample comes when it ends), whose stack is not the one
+// the thread was last seen waiting in when it moved on to another wait (a
+// phase that blocks for seconds after one that blocked elsewhere, even a
+// short wait sampled since the tick: a thread's first wait at a start
+// barrier, then its long one).
 func (l *Live) Unseen(threads []*ThreadRecord) map[uint32]profile.State {
 	offCPU := []profile.State{profile.Sleeping, profile.Disk, profile.Other, profile.Runnable}
-	sampled := map[uint32]bool{} // an off-CPU sample since the latest tick
+	sampled := map[uint32]uint64{} // off-CPU time sampled since the latest tick
 	for _, e := range l.a.order {
 		if !e.dead && e.state != profile.OnCPU && e.value > l.prev[e] {
-			sampled[e.tid] = true
+			sampled[e.tid] += uint64(e.value - l.prev[e])
 		}
 	}
 	out := map[uint32]profile.State{}
 	for _, t := range threads {
 		p := l.prevT[t.TID]
+		var grew uint64
+		first := profile.NumStates
 		for _, st := range offCPU {
-			if t.Time[st] <= p[st] {
-				continue
-			}
-			seen := false
-			for _, other := range offCPU {
-				if _, ok := l.a.last[threadState{t.TID, other}]; ok {
-					seen = true
+			if t.Time[st] > p[st] {
+				grew += t.Time[st] - p[st]
+				if first == profile.NumStates {
+					first = st
 				}
 			}
-			if !seen || !sampled[t.TID] {
-				out[t.TID] = st
+		}
+		if first == profile.NumStates {
+			continue
+		}
+		seen := false
+		for _, other := range offCPU {
+			if _, ok := l.a.last[threadState{t.TID, other}]; ok {
+				seen = true
 			}
-			break
+		}
+		if !seen || grew > sampled[t.TID]+uint64(unseenSlack) {
+			out[t.TID] = first
 		}
 	}
 	return out
 }
+
+// unseenSlack is how much more off-CPU time than its samples since the
+// latest tick show a thread may have gained before Unseen lists it: the
+// part of a wait still in progress at the tick that may go to the stack
+// of the thread's previous wait.
+const unseenSlack = 50 * time.Millisecond
 
 // Buckets is how many buckets are kept.
 func (l *Live) Buckets() int { return len(l.buckets) }

@@ -153,7 +153,8 @@ func TestLiveUnseenWaitInProgress(t *testing.T) {
 	l := NewLive(a, 0, uint64(10*ms), 4)
 	a.Add(liveSample(7, profile.Sleeping, 100*ms, 0xd)) // a short wait, ended
 	a.Add(liveSample(8, profile.Sleeping, 100*ms, 0xd))
-	first := []*ThreadRecord{liveThread(7, 0, 0, 100*ms), liveThread(8, 0, 0, 100*ms)}
+	a.Add(liveSample(9, profile.Sleeping, 100*ms, 0xd))
+	first := []*ThreadRecord{liveThread(7, 0, 0, 100*ms), liveThread(8, 0, 0, 100*ms), liveThread(9, 0, 0, 100*ms)}
 	if u := l.Unseen(first); len(u) != 0 {
 		t.Errorf("unseen %v after samples of every wait", u)
 	}
@@ -161,10 +162,14 @@ func TestLiveUnseenWaitInProgress(t *testing.T) {
 	// Thread 7 sleeps on in a new wait (no sample yet); thread 8's waits
 	// end and are sampled.
 	a.Add(liveSample(8, profile.Sleeping, 900*ms, 0xd))
-	second := []*ThreadRecord{liveThread(7, 0, 0, time.Second), liveThread(8, 0, 0, time.Second)}
+	// Thread 9's short wait ended and was sampled since the tick (a start
+	// barrier), then it began a long one, 880 ms in at the next tick: its
+	// 20 ms sample does not cover the 900 ms it gained.
+	a.Add(liveSample(9, profile.Sleeping, 20*ms, 0xe))
+	second := []*ThreadRecord{liveThread(7, 0, 0, time.Second), liveThread(8, 0, 0, time.Second), liveThread(9, 0, 0, time.Second)}
 	u := l.Unseen(second)
-	if u[7] != profile.Sleeping || len(u) != 1 {
-		t.Errorf("unseen %v: want thread 7, sleeping, alone", u)
+	if u[7] != profile.Sleeping || u[9] != profile.Sleeping || len(u) != 2 {
+		t.Errorf("unseen %v: want threads 7 and 9, sleeping", u)
 	}
 }
 
