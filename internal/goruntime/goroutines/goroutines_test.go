@@ -548,3 +548,58 @@ func TestOpenExe(t *testing.T) {
 		t.Errorf("ReadExe(/bin/sh): %v, want ErrNotGo", err)
 	}
 }
+
+// TestReaderCloseUnmaps: a Reader's Close gives back the mappings of the
+// target's executable that its function table holds (the agent opens a
+// view of every Go program that comes and goes, for as long as it runs),
+// whether it was opened from the process or from an Exe read before.
+func TestReaderCloseUnmaps(t *testing.T) {
+	requireRoot(t)
+	bin, err := filepath.EvalSymlinks(builds(t)[0].binary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapsOf := func() int {
+		b, err := os.ReadFile("/proc/self/maps")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasSuffix(l, " "+bin) {
+				n++
+			}
+		}
+		return n
+	}
+	w := startWorkload(t, bin)
+	pid := w.cmd.Process.Pid
+	for _, c := range []struct {
+		name string
+		open func() (*Reader, error)
+	}{
+		// (Another test's Table of the file, never closed, shares its
+		// mappings: they are counted before and after.)
+		{"Open", func() (*Reader, error) { return Open(pid) }},
+		{"OpenExe", func() (*Reader, error) {
+			e, err := ReadExe(bin)
+			if err != nil {
+				return nil, err
+			}
+			return OpenExe(pid, e)
+		}},
+	} {
+		before := mapsOf()
+		r, err := c.open()
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if mapsOf() == 0 {
+			t.Fatalf("%s: no mapping of %s while the Reader is open: nothing to check", c.name, bin)
+		}
+		r.Close()
+		if n := mapsOf(); n != before {
+			t.Errorf("%s: %d mappings of %s after Close, want %d as before", c.name, n, bin, before)
+		}
+	}
+}

@@ -124,6 +124,7 @@ func ReadExe(path string) (*Exe, error) {
 	}
 	var st syscall.Stat_t
 	if err := syscall.Fstat(int(raw.Fd()), &st); err != nil {
+		x.table.Close()
 		return nil, fmt.Errorf("stat %s: %w", path, err)
 	}
 	return &Exe{x: x, f: f, dev: st.Dev, ino: st.Ino}, nil
@@ -131,7 +132,8 @@ func ReadExe(path string) (*Exe, error) {
 
 // OpenExe is Open for a process that runs e's file; a process running
 // another file is opened as Open does. The Reader keeps e's function
-// table: one Reader to an Exe.
+// table, and its Close gives it back: one Reader to an Exe. (When OpenExe
+// fails, e stays usable: a retry once the target's runtime has started.)
 func OpenExe(pid int, e *Exe) (*Reader, error) {
 	var st syscall.Stat_t
 	if e == nil || syscall.Stat(fmt.Sprintf("/proc/%d/exe", pid), &st) != nil || st.Dev != e.dev || st.Ino != e.ino {
@@ -168,6 +170,16 @@ func open(pid int, wrap func(memory) memory) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
+	r, err := openWith(pid, f, raw, x, wrap)
+	if err != nil {
+		x.table.Close()
+	}
+	return r, err
+}
+
+// openWith is the rest of open, with the executable read as x; on failure
+// x's table is the caller's to close.
+func openWith(pid int, f *elf.File, raw *os.File, x exeInfo, wrap func(memory) memory) (*Reader, error) {
 	var st syscall.Stat_t
 	if err := syscall.Fstat(int(raw.Fd()), &st); err != nil {
 		return nil, fmt.Errorf("stat executable of process %d: %w", pid, err)
@@ -222,10 +234,12 @@ func readExe(f *elf.File, raw io.ReaderAt, who string) (exeInfo, error) {
 	}
 	allgs, how, err := rtlayout.FindAllgs(f, table)
 	if err != nil {
+		table.Close()
 		return x, fmt.Errorf("%s (%s): %w", who, version, err)
 	}
 	start, end, ok := rtlayout.FindFunc(table, "runtime.goexit")
 	if !ok {
+		table.Close()
 		return x, fmt.Errorf("%s (%s): %w: no runtime.goexit", who, version, ErrNoFuncTable)
 	}
 	return exeInfo{version: version, layout: layout, table: table, allgs: allgs, allgsHow: how,
@@ -262,7 +276,11 @@ func openRecorded(f *elf.File, raw io.ReaderAt, bias uint64, mem memory) (*Reade
 	if err != nil {
 		return nil, err
 	}
-	return newReader(0, x, bias, mem)
+	r, err := newReader(0, x, bias, mem)
+	if err != nil {
+		x.table.Close()
+	}
+	return r, err
 }
 
 // ErrNotReady is returned (wrapped) by Open when the target's Go runtime
@@ -321,8 +339,15 @@ func (r *Reader) callerFrame(ret uint64) (int64, bool) {
 // address seen).
 const maxFrameSizes = 1 << 20
 
-// Close releases the Reader's resources.
-func (r *Reader) Close() error { return r.mem.close() }
+// Close releases the Reader's resources: the target's memory, and the
+// mappings of its executable that the function table holds (an agent opens
+// a view of every Go program that comes and goes).
+func (r *Reader) Close() error {
+	if r.table != nil {
+		r.table.Close()
+	}
+	return r.mem.close()
+}
 
 // GoVersion returns the Go version that built the target ("go1.22.12").
 func (r *Reader) GoVersion() string { return r.version }
