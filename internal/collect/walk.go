@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -113,6 +114,7 @@ func (w *walker) run() {
 	_ = linux.LockPrompt()
 	next := linux.Monotonic()
 	rng := rand.New(rand.NewPCG(next, uint64(os.Getpid())))
+	var yielded uint64
 	for {
 		// The iterators are opened before the sleep: woken, the walk
 		// reads the threads at once (it takes their states as of its
@@ -144,8 +146,28 @@ func (w *walker) run() {
 		if err := w.read(files, iters); err != nil && w.err == nil {
 			w.err = err
 		}
+		if now := linux.Monotonic(); now-yielded >= uint64(yieldEvery) {
+			yielded = now
+			runtime.Gosched()
+		}
 	}
 }
+
+// yieldEvery is how often the walker's goroutine yields to the Go
+// scheduler, after a walk. Its system calls alone never reschedule it
+// (it is locked to its thread), and the runtime's sysmon takes the P of a
+// goroutine that has run 10 ms without rescheduling whenever it finds it
+// in a system call: the walker lost its P during nearly every sleep, and
+// its return woke sysmon from its deep sleep, which then polled at 20 µs.
+// Recording the bursts workload at the default rate, sysmon woke 2,461
+// times a second (959 with the yield) and wallprof used 170 ms of CPU a
+// second (148); recording a 10,000-goroutine server, 5.06 s in 20 s (4.62;
+// medians of bench/walkcost.sh). A yield costs a hand-off of the P and
+// back (the goroutine is locked to its thread); every 8 ms, so that
+// sysmon never counts 10 ms without one. Done after the walk, not between the wake-up
+// and the read, which it would delay (the walk's instant is the wake-up:
+// doc/recorder.md).
+const yieldEvery = 8 * time.Millisecond
 
 // walkThreads is how many threads a walk reads at its full rate: a walk
 // of more is spaced further apart, in proportion, so that the threads read
