@@ -54,7 +54,7 @@ fi
 spid=$!
 pids+=($spid)
 sleep 2
-"$WALLPROF" load --rate "$RATE/s" --duration "$((DURATION + 30))s" http://127.0.0.1:18081/ >"$OUT/load.log" 2>&1 &
+"$WALLPROF" load --rate "$RATE/s" --duration "$((DURATION + 30))s" http://127.0.0.1:18081/order >"$OUT/load.log" 2>&1 &
 pids+=($!)
 sleep 3
 
