@@ -60,10 +60,10 @@ func RecordStart(o record.Options) StartFunc {
 	}
 }
 
-// AgentRingBytes is the agent's ring buffer (collect.Plan.RingBytes): a
-// quarter of record's, as the agent's memory counts on every host (the
-// ring is mapped twice: 4 MB of resident memory rather than 16); its
-// reader is woken at 512 KiB, about 200 samples.
+// AgentRingBytes is the agent's ring buffer (collect.Plan.RingBytes): half
+// of record's, as the agent's memory counts on every host (the ring is
+// mapped twice: 4 MB of resident memory rather than 8); its reader is
+// woken at 512 KiB, several hundred samples.
 const AgentRingBytes = 2 << 20
 
 // agentOptions are the recording options of the agent: one live bucket (a

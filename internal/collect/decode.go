@@ -26,7 +26,10 @@ const (
 	snapBytes = 512
 	nstates   = int(profile.NumStates)
 
-	// Byte layout of struct sample_event.
+	// Byte layout of struct sample_event: a header, then its stacks and
+	// snapshot (sampleSize in all). It is sent packed (send_sample in the
+	// BPF source): the header, then klen bytes of kernel stack, ulen of
+	// user stack and snap_len of snapshot, each length 0 where negative.
 	sampleHeader = 4*4 + 8 + 8*nstates + 16 + 3*8 + 4*4
 	sampleSize   = sampleHeader + 2*8*maxStack + snapBytes
 
@@ -166,8 +169,8 @@ func u64s(b []byte, n int) []uint64 {
 }
 
 func decodeSample(b []byte) (*RawSample, error) {
-	if len(b) < sampleSize {
-		return nil, fmt.Errorf("%w: sample of %d bytes, want %d", ErrTruncated, len(b), sampleSize)
+	if len(b) < sampleHeader {
+		return nil, fmt.Errorf("%w: sample of %d bytes, want at least %d", ErrTruncated, len(b), sampleHeader)
 	}
 	le := binary.LittleEndian
 	s := &RawSample{
@@ -192,27 +195,33 @@ func decodeSample(b []byte) (*RawSample, error) {
 	snap := le.Uint32(b[off+8:])
 	s.Unwind = le.Uint32(b[off+12:])
 	off += 16
-	kstack := b[off : off+8*maxStack]
-	ustack := b[off+8*maxStack : off+16*maxStack]
-	snapb := b[off+16*maxStack : off+16*maxStack+snapBytes]
-	if klen < 0 {
-		s.KernErr = klen
-	} else if klen > 8*maxStack || klen%8 != 0 {
+	if klen > 8*maxStack || klen > 0 && klen%8 != 0 {
 		return nil, fmt.Errorf("kernel stack length %d out of range", klen)
-	} else {
-		s.Kernel = trimZero(u64s(kstack, int(klen/8)))
 	}
-	if ulen < 0 {
-		s.UserErr = ulen
-	} else if ulen > 8*maxStack || ulen%8 != 0 {
+	if ulen > 8*maxStack || ulen > 0 && ulen%8 != 0 {
 		return nil, fmt.Errorf("user stack length %d out of range", ulen)
-	} else {
-		s.User = trimZero(u64s(ustack, int(ulen/8)))
 	}
 	if snap > snapBytes {
 		return nil, fmt.Errorf("stack snapshot length %d out of range", snap)
 	}
-	s.Snap = append([]byte(nil), snapb[:snap]...)
+	kn, un := int(max(klen, 0)), int(max(ulen, 0))
+	if want := off + kn + un + int(snap); len(b) < want {
+		return nil, fmt.Errorf("%w: sample of %d bytes, its stacks and snapshot need %d", ErrTruncated, len(b), want)
+	}
+	kstack := b[off : off+kn]
+	ustack := b[off+kn : off+kn+un]
+	snapb := b[off+kn+un : off+kn+un+int(snap)]
+	if klen < 0 {
+		s.KernErr = klen
+	} else {
+		s.Kernel = trimZero(u64s(kstack, kn/8))
+	}
+	if ulen < 0 {
+		s.UserErr = ulen
+	} else {
+		s.User = trimZero(u64s(ustack, un/8))
+	}
+	s.Snap = append([]byte(nil), snapb...)
 	return s, nil
 }
 

@@ -74,13 +74,14 @@ func (r sampleRec) bytes() []byte {
 	w.u64(r.ip)                 // u64 ip, sp, bp
 	w.u64(r.sp)
 	w.u64(r.bp)
-	w.s32(r.klen)         // s32 klen
-	w.s32(r.ulen)         // s32 ulen
-	w.u32(r.snapLen)      // u32 snap_len
-	w.u32(0)              // u32 pad
-	w.u64s(r.kstack, 127) // u64 kstack[MAX_STACK]
-	w.u64s(r.ustack, 127) // u64 ustack[MAX_STACK]
-	w.fixed(r.snap, 512)  // u8 snap[SNAP_BYTES]
+	w.s32(r.klen)    // s32 klen
+	w.s32(r.ulen)    // s32 ulen
+	w.u32(r.snapLen) // u32 snap_len
+	w.u32(0)         // u32 unwind
+	// Sent packed: klen bytes of kstack, ulen of ustack, snap_len of snap.
+	w.u64s(r.kstack[:min(len(r.kstack), max(int(r.klen), 0)/8)], max(int(r.klen), 0)/8)
+	w.u64s(r.ustack[:min(len(r.ustack), max(int(r.ulen), 0)/8)], max(int(r.ulen), 0)/8)
+	w.fixed(r.snap[:min(len(r.snap), int(r.snapLen))], int(r.snapLen))
 	return w.b
 }
 
@@ -180,8 +181,9 @@ func TestRecordSizesMatchC(t *testing.T) {
 	if exitSize != 4*4+8+tstateSize+16 {
 		t.Errorf("exitSize %d, want %d", exitSize, 4*4+8+tstateSize+16)
 	}
-	if got := len(goodSample().bytes()); got != sampleSize {
-		t.Errorf("hand-built sample_event is %d bytes, sampleSize is %d", got, sampleSize)
+	g := goodSample()
+	if got, want := len(g.bytes()), sampleHeader+int(g.klen+g.ulen)+int(g.snapLen); got != want {
+		t.Errorf("hand-built packed sample_event is %d bytes, want the header (%d) and its lengths: %d", got, sampleHeader, want)
 	}
 	if got := len(exitRec{}.bytes()); got != exitSize {
 		t.Errorf("hand-built exit_event is %d bytes, exitSize is %d", got, exitSize)
@@ -270,7 +272,15 @@ func TestDecodeGeneratedStructs(t *testing.T) {
 	if err := binary.Write(&buf, binary.LittleEndian, &se); err != nil {
 		t.Fatal(err)
 	}
-	ev, err := Decode(buf.Bytes())
+	// Packed as send_sample sends it: the header, then the lengths'
+	// bytes of each array, at the generated struct's offsets.
+	full := buf.Bytes()
+	ko, uo, so := int(unsafe.Offsetof(se.Kstack)), int(unsafe.Offsetof(se.Ustack)), int(unsafe.Offsetof(se.Snap))
+	packed := append([]byte(nil), full[:ko]...)
+	packed = append(packed, full[ko:ko+int(se.Klen)]...)
+	packed = append(packed, full[uo:uo+int(se.Ulen)]...)
+	packed = append(packed, full[so:so+int(se.SnapLen)]...)
+	ev, err := Decode(packed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -527,7 +537,7 @@ func TestDecodeTruncated(t *testing.T) {
 		"3 bytes":               {1, 0, 0},
 		"sample type only":      sample[:4],
 		"sample header only":    sample[:sampleHeader],
-		"sample one byte short": sample[:sampleSize-1],
+		"sample one byte short": sample[:len(sample)-1],
 		"exit type only":        exit[:4],
 		"exit without comm":     exit[:24+tstateSize],
 		"exit one byte short":   exit[:exitSize-1],
@@ -659,8 +669,8 @@ func FuzzDecode(f *testing.F) {
 		}
 		switch ev := ev.(type) {
 		case *RawSample:
-			if len(b) < sampleSize {
-				t.Fatalf("decoded a sample from %d bytes", len(b))
+			if n := sampleHeader + 8*len(ev.Kernel) + 8*len(ev.User) + len(ev.Snap); len(b) < n {
+				t.Fatalf("decoded a sample of %d bytes' content from %d bytes", n, len(b))
 			}
 			if len(ev.Kernel) > maxStack || len(ev.User) > maxStack || len(ev.Snap) > snapBytes {
 				t.Fatalf("oversized sample: %d/%d frames, %d snapshot bytes",

@@ -65,7 +65,8 @@ type Plan struct {
 	// through (a power of two, at least MinRingBytes); 0: DefaultRingBytes.
 	// The reader is woken when a quarter of it is full; a smaller ring
 	// costs less memory (its pages are mapped twice) and loses samples
-	// sooner in a burst (counted).
+	// sooner in a burst (counted). Samples are sent packed, a few hundred
+	// bytes to a kilobyte each (2,664 at most).
 	RingBytes int
 	// BenchCut makes the switch program stop part way (1 to 6, see the
 	// BPF source's bench_cut), to measure where its time goes; the
@@ -75,7 +76,7 @@ type Plan struct {
 
 // DefaultRingBytes and MinRingBytes bound Plan.RingBytes.
 const (
-	DefaultRingBytes = 8 << 20
+	DefaultRingBytes = 4 << 20
 	MinRingBytes     = 256 << 10
 )
 

@@ -557,7 +557,7 @@ func (s *Session) SeedAll() error {
 
 // ReadInterval is how often Run reads the ring buffer by default. The
 // programs submit without waking the reader until the ring is a quarter full
-// (Plan.RingBytes: 2 MiB by default, about 750 samples), and Stop flushes it, so this only bounds how
+// (Plan.RingBytes: a quarter of 4 MiB by default, over a thousand samples), and Stop flushes it, so this only bounds how
 // long samples wait in the ring. Each wake-up of a Go program costs it tens
 // of context switches (the runtime's sysmon polls every 20 µs for a
 // millisecond after any activity), which a target sharing its CPU pays for:

@@ -24,6 +24,11 @@ type WallprofExitEvent struct {
 	Comm [16]int8
 }
 
+type WallprofPackedSample struct {
+	_ structs.HostLayout
+	B [3192]uint8
+}
+
 type WallprofPending struct {
 	_      structs.HostLayout
 	Tid    uint32
@@ -197,9 +202,11 @@ type WallprofWalkTimer struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	WallprofMapBuild            = "build"
 	WallprofMapCpuIn            = "cpu_in"
 	WallprofMapEvents           = "events"
 	WallprofMapLost             = "lost"
+	WallprofMapPacked           = "packed"
 	WallprofMapPendings         = "pendings"
 	WallprofMapScratch          = "scratch"
 	WallprofMapSnapBuf          = "snap_buf"
@@ -334,9 +341,11 @@ type WallprofProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type WallprofMapSpecs struct {
+	Build         *ebpf.MapSpec `ebpf:"build"`
 	CpuIn         *ebpf.MapSpec `ebpf:"cpu_in"`
 	Events        *ebpf.MapSpec `ebpf:"events"`
 	Lost          *ebpf.MapSpec `ebpf:"lost"`
+	Packed        *ebpf.MapSpec `ebpf:"packed"`
 	Pendings      *ebpf.MapSpec `ebpf:"pendings"`
 	Scratch       *ebpf.MapSpec `ebpf:"scratch"`
 	SnapBuf       *ebpf.MapSpec `ebpf:"snap_buf"`
@@ -415,9 +424,11 @@ func (o *WallprofObjects) Close() error {
 //
 // It can be passed to LoadWallprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type WallprofMaps struct {
+	Build         *ebpf.Map `ebpf:"build"`
 	CpuIn         *ebpf.Map `ebpf:"cpu_in"`
 	Events        *ebpf.Map `ebpf:"events"`
 	Lost          *ebpf.Map `ebpf:"lost"`
+	Packed        *ebpf.Map `ebpf:"packed"`
 	Pendings      *ebpf.Map `ebpf:"pendings"`
 	Scratch       *ebpf.Map `ebpf:"scratch"`
 	SnapBuf       *ebpf.Map `ebpf:"snap_buf"`
@@ -438,9 +449,11 @@ type WallprofMaps struct {
 
 func (m *WallprofMaps) Close() error {
 	return _WallprofClose(
+		m.Build,
 		m.CpuIn,
 		m.Events,
 		m.Lost,
+		m.Packed,
 		m.Pendings,
 		m.Scratch,
 		m.SnapBuf,

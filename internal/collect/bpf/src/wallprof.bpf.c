@@ -304,6 +304,38 @@ struct {
 	__uint(max_entries, 8 << 20);
 } events SEC(".maps");
 
+/* A sample is built whole in a buffer of its context's slot and sent
+ * packed (send_sample): its header, then klen bytes of kernel stack, ulen
+ * of user stack and snap_len of stack snapshot, about a third of the whole
+ * for a typical stack, so that the ring holds three times as many. One
+ * slot per context that may interrupt another on a CPU: tracepoints, the
+ * sampling timer, task iterators, the walk's BPF timer. packed holds
+ * each slot's packed copy, with room for each part's length masked to
+ * 1023 bytes (what the verifier bounds without fail). */
+#define SLOT_TP 0
+#define SLOT_TIMER 1
+#define SLOT_ITER 2
+#define SLOT_WTIMER 3
+#define NSLOTS 4
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NSLOTS);
+	__type(key, u32);
+	__type(value, struct sample_event);
+} build SEC(".maps");
+
+#define PART_MASK 1023
+struct packed_sample {
+	u8 b[sizeof(struct sample_event) - sizeof(((struct sample_event *)0)->kstack) * 2 -
+	     SNAP_BYTES + 3 * (PART_MASK + 1)];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NSLOTS);
+	__type(key, u32);
+	__type(value, struct packed_sample);
+} packed SEC(".maps");
+
 /* The in-kernel unwinder's tables (doc/unwind.md), filled by user space:
  * rows of every loaded file in one array, each file's slice of it, and each
  * process's executable mappings sorted by address, in a slot of unw_maps.
@@ -1094,12 +1126,55 @@ static __always_inline void fill_header(struct sample_event *e, u32 flags)
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 }
 
-static __always_inline void submit(struct sample_event *e)
+/* sample_buf is the buffer a sample is built in, in context slot. */
+static __always_inline struct sample_event *sample_buf(u32 slot)
 {
-	/* Wake the reader only when the ring is filling up; it also polls. */
-	u64 wake = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > ring_wake ? BPF_RB_FORCE_WAKEUP
-									     : BPF_RB_NO_WAKEUP;
-	bpf_ringbuf_submit(e, wake);
+	return bpf_map_lookup_elem(&build, &slot);
+}
+
+#define SAMPLE_HEADER __builtin_offsetof(struct sample_event, kstack)
+
+/* send_sample sends e, built in slot's buffer, packed: the header and the
+ * bytes of its stacks and snapshot that were filled. wake: wake the reader
+ * when the ring is filling up (it also polls), or let the ring decide. */
+static __always_inline void send_sample(struct sample_event *e, u32 slot, bool wake)
+{
+	struct packed_sample *p = bpf_map_lookup_elem(&packed, &slot);
+	if (!p)
+		return;
+	u8 *out = p->b;
+	u64 kl = e->klen > 0 ? (u64)e->klen : 0;
+	u64 ul = e->ulen > 0 ? (u64)e->ulen : 0;
+	u64 sl = e->snap_len;
+	if (kl > sizeof(e->kstack))
+		kl = sizeof(e->kstack);
+	if (ul > sizeof(e->ustack))
+		ul = sizeof(e->ustack);
+	if (sl > sizeof(e->snap))
+		sl = sizeof(e->snap);
+	/* The compiler may know the lengths' bounds where the verifier does
+	 * not: hide them from it, then mask. */
+	asm volatile("" : "+r"(kl), "+r"(ul), "+r"(sl));
+	kl &= PART_MASK;
+	ul &= PART_MASK;
+	sl &= PART_MASK;
+	__builtin_memcpy(out, e, SAMPLE_HEADER);
+	u64 off = SAMPLE_HEADER;
+	if (kl)
+		bpf_probe_read_kernel(out + off, kl, e->kstack);
+	off += kl;
+	if (ul)
+		bpf_probe_read_kernel(out + off, ul, e->ustack);
+	off += ul;
+	if (sl)
+		bpf_probe_read_kernel(out + off, sl, e->snap);
+	off += sl;
+	u64 flags = 0;
+	if (wake)
+		flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > ring_wake ? BPF_RB_FORCE_WAKEUP
+										  : BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_output(&events, out, off, flags))
+		count_lost(LOST_RINGBUF);
 }
 
 /* emit_current_sample sends a sample of the current thread's stacks.
@@ -1108,11 +1183,9 @@ static __always_inline void submit(struct sample_event *e)
  * only zero the buffer, a kilobyte of the workload's cache per sample). */
 static __always_inline void emit_current_sample_slot(void *ctx, u64 *w, u32 slot, bool kernel)
 {
-	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_lost(LOST_RINGBUF);
+	struct sample_event *e = sample_buf(slot);
+	if (!e)
 		return;
-	}
 	fill_header(e, 0);
 #pragma unroll
 	for (int i = 0; i < NSTATES; i++)
@@ -1124,12 +1197,12 @@ static __always_inline void emit_current_sample_slot(void *ctx, u64 *w, u32 slot
 			count_lost(LOST_KSTACK);
 	}
 	fill_user_slot(ctx, e, slot);
-	submit(e);
+	send_sample(e, slot, true);
 }
 
 static __always_inline void emit_current_sample(void *ctx, u64 *w)
 {
-	emit_current_sample_slot(ctx, w, 0, true);
+	emit_current_sample_slot(ctx, w, SLOT_TP, true);
 }
 
 static __always_inline void emit_exit(struct tstate *st, u32 tid, u64 now)
@@ -1178,11 +1251,9 @@ static __always_inline void take_due(struct tstate *st, u64 *w, int i, bool *due
  * thread's latest sample in the same state. */
 static __always_inline void emit_carry(u64 *w)
 {
-	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_lost(LOST_RINGBUF);
+	struct sample_event *e = sample_buf(SLOT_TP);
+	if (!e)
 		return;
-	}
 	fill_header(e, SAMPLE_CARRY);
 #pragma unroll
 	for (int i = 0; i < NSTATES; i++)
@@ -1191,7 +1262,7 @@ static __always_inline void emit_carry(u64 *w)
 	e->klen = 0;
 	e->ulen = 0;
 	e->snap_len = 0;
-	submit(e);
+	send_sample(e, SLOT_TP, true);
 }
 
 /* ======================================================================
@@ -1286,7 +1357,7 @@ int on_cpu_sample(void *ctx)
 	 * bpf_user_pt_regs_t is pt_regs); CS's low bits are the privilege
 	 * level, 3 in user mode. */
 	struct pt_regs *regs = ctx;
-	emit_current_sample_slot(ctx, w, 1, (regs->cs & 3) != 3);
+	emit_current_sample_slot(ctx, w, SLOT_TIMER, (regs->cs & 3) != 3);
 	return 0;
 }
 
@@ -1349,11 +1420,9 @@ static __always_inline int emit_pending(void *ctx)
 	if (p->tid != tid)
 		return 0;
 	p->tid = 0;
-	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_lost(LOST_RINGBUF);
+	struct sample_event *e = sample_buf(SLOT_TP);
+	if (!e)
 		return 0;
-	}
 	fill_header(e, 0);
 #pragma unroll
 	for (int i = 0; i < NSTATES; i++)
@@ -1363,7 +1432,7 @@ static __always_inline int emit_pending(void *ctx)
 		count_lost(LOST_KSTACK);
 	bpf_probe_read_kernel(e->kstack, sizeof(e->kstack), p->kstack);
 	fill_user(ctx, e);
-	submit(e);
+	send_sample(e, SLOT_TP, true);
 	return 0;
 }
 
@@ -1373,16 +1442,14 @@ static __always_inline bool emit_stash(u32 tid, u64 out_ts, u64 *w)
 	struct sample_event *st = bpf_map_lookup_elem(&stash, &tid);
 	if (!st || st->ts != out_ts)
 		return false;
-	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_lost(LOST_RINGBUF);
-		return true; /* the weight is lost, and counted */
-	}
+	struct sample_event *e = sample_buf(SLOT_TP);
+	if (!e)
+		return true;
 	bpf_probe_read_kernel(e, sizeof(*e), st);
 #pragma unroll
 	for (int i = 0; i < NSTATES; i++)
 		e->weight[i] = w[i];
-	submit(e);
+	send_sample(e, SLOT_TP, true); /* when the ring is full, the weight is lost, and counted */
 	return true;
 }
 
@@ -2333,17 +2400,14 @@ static __always_inline u32 snapshot_task(struct task_struct *task, u64 sp, u8 *o
 	return 0;
 }
 
-/* reserve_task_event reserves a sample of thread tid of process pid, read
- * from another thread's context, with its header and weight w in state k
- * (none when k is NSTATES) filled in; NULL (counted lost) when the ring is
- * full. */
-static __always_inline struct sample_event *reserve_task_event(u32 pid, u32 tid, u32 flags, u32 k, u64 w)
+/* task_event starts a sample of thread tid of process pid, read from
+ * another thread's context, in context slot's buffer, with its header and
+ * weight w in state k (none when k is NSTATES) filled in. */
+static __always_inline struct sample_event *task_event(u32 slot, u32 pid, u32 tid, u32 flags, u32 k, u64 w)
 {
-	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_lost(LOST_RINGBUF);
+	struct sample_event *e = sample_buf(slot);
+	if (!e)
 		return NULL;
-	}
 	e->type = EV_SAMPLE;
 	e->pid = pid;
 	e->tid = tid;
@@ -2361,7 +2425,7 @@ static __always_inline struct sample_event *reserve_task_event(u32 pid, u32 tid,
  * weight w in state k (none when k is NSTATES). */
 static __always_inline void emit_task_sample(struct task_struct *task, u32 tid, u32 flags, u32 k, u64 w)
 {
-	struct sample_event *e = reserve_task_event(task->tgid, tid, flags, k, w);
+	struct sample_event *e = task_event(SLOT_ITER, task->tgid, tid, flags, k, w);
 	if (!e)
 		return;
 	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->comm);
@@ -2373,7 +2437,7 @@ static __always_inline void emit_task_sample(struct task_struct *task, u32 tid, 
 	if (!unwind_task(task, e))
 		e->ulen = walk_task_user(task, e->ip, e->bp, e->ustack) * 8;
 	e->snap_len = snapshot_task(task, e->sp, e->snap);
-	bpf_ringbuf_submit(e, 0);
+	send_sample(e, SLOT_ITER, false);
 }
 
 /* End of recording: the stacks of target threads that are off CPU. The
@@ -2432,20 +2496,20 @@ static __always_inline void walk_hold(struct tstate *st, u32 k, u64 w)
 	add_in(st->acc, k, w);
 }
 
-static __always_inline void emit_walk_carry(u32 pid, u32 tid, u32 k, u64 w, u64 ip, u64 sp, u64 bp);
+static __always_inline void emit_walk_carry(u32 slot, u32 pid, u32 tid, u32 k, u64 w, u64 ip, u64 sp, u64 bp);
 
 /* walk_release sends the weights held for the thread: they belong to the
  * sample at the place of its latest stack (walk_ip...). */
-static __always_inline void walk_release(struct tstate *st, u32 pid, u32 tid)
+static __always_inline void walk_release(u32 slot, struct tstate *st, u32 pid, u32 tid)
 {
 	for (u32 k = ST_RUNNABLE; k < NSTATES; k++) {
 		u64 w = st->acc[k];
 		if (w) {
 			st->acc[k] = 0;
 			if (k == st->walk_k)
-				emit_walk_carry(pid, tid, k, w, st->walk_ip, st->walk_sp, st->walk_bp);
+				emit_walk_carry(slot, pid, tid, k, w, st->walk_ip, st->walk_sp, st->walk_bp);
 			else
-				emit_walk_carry(pid, tid, k, w, 0, 0, 0);
+				emit_walk_carry(slot, pid, tid, k, w, 0, 0, 0);
 		}
 	}
 }
@@ -2455,9 +2519,9 @@ static __always_inline void walk_release(struct tstate *st, u32 pid, u32 tid)
  * state at the place of the saved user registers ip, sp and bp (the same
  * wait, or the same call of it), or failing that, to its latest sample in
  * that state. */
-static __always_inline void emit_walk_carry(u32 pid, u32 tid, u32 k, u64 w, u64 ip, u64 sp, u64 bp)
+static __always_inline void emit_walk_carry(u32 slot, u32 pid, u32 tid, u32 k, u64 w, u64 ip, u64 sp, u64 bp)
 {
-	struct sample_event *e = reserve_task_event(pid, tid, SAMPLE_CARRY | SAMPLE_WALK, k, w);
+	struct sample_event *e = task_event(slot, pid, tid, SAMPLE_CARRY | SAMPLE_WALK, k, w);
 	if (!e)
 		return;
 	e->comm[0] = 0;
@@ -2467,7 +2531,7 @@ static __always_inline void emit_walk_carry(u32 pid, u32 tid, u32 k, u64 w, u64 
 	e->klen = 0;
 	e->ulen = 0;
 	e->snap_len = 0;
-	bpf_ringbuf_submit(e, 0);
+	send_sample(e, slot, false);
 }
 
 /* The walk's instant, for walk_kind: when the walker was woken for it.
@@ -2643,7 +2707,8 @@ static __always_inline void walk_thread(struct task_struct *task, u64 since, u64
 		    __sync_val_compare_and_swap(&st->last_runnable, pend, pend + walk_w) == pend)
 			return;
 		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
-		emit_walk_carry(tgid, tid, k, walk_w, BPF_CORE_READ(regs, ip), BPF_CORE_READ(regs, sp), BPF_CORE_READ(regs, bp));
+		emit_walk_carry(timed ? SLOT_WTIMER : SLOT_ITER, tgid, tid, k, walk_w, BPF_CORE_READ(regs, ip), BPF_CORE_READ(regs, sp),
+				BPF_CORE_READ(regs, bp));
 		return;
 	}
 	u64 now = bpf_ktime_get_ns();
@@ -2683,7 +2748,7 @@ static __always_inline void walk_thread(struct task_struct *task, u64 since, u64
 		there = timed && seen && walk_at_latest(task, st, k, ip, sp, bp);
 	}
 	if (!same && !there)
-		walk_release(st, task->tgid, tid); /* it moved */
+		walk_release(timed ? SLOT_WTIMER : SLOT_ITER, st, task->tgid, tid); /* it moved */
 	if (k == ST_ONCPU)
 		return;
 	if (k == ST_RUNNABLE && arrival && walked_out(task, arrival)) {
@@ -2978,7 +3043,7 @@ int walk_stacks(struct bpf_iter__task *ctx)
 	if (k >= NSTATES)
 		k = ST_OTHER;
 	if (task->on_cpu || (u32)(task->nvcsw + task->nivcsw) != switches) {
-		emit_walk_carry(task->tgid, tid, k, w, iip, isp, ibp);
+		emit_walk_carry(SLOT_ITER, task->tgid, tid, k, w, iip, isp, ibp);
 		if (walk_every_ns) {
 			/* From the timer: it waited there, and a later walk
 			 * that finds it in the same wait holds its time for
