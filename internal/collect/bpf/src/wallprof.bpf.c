@@ -1143,31 +1143,23 @@ static __always_inline void send_sample(struct sample_event *e, u32 slot, bool w
 	if (!p)
 		return;
 	u8 *out = p->b;
-	u64 kl = e->klen > 0 ? (u64)e->klen : 0;
-	u64 ul = e->ulen > 0 ? (u64)e->ulen : 0;
-	u64 sl = e->snap_len;
-	if (kl > sizeof(e->kstack))
-		kl = sizeof(e->kstack);
-	if (ul > sizeof(e->ustack))
-		ul = sizeof(e->ustack);
-	if (sl > sizeof(e->snap))
-		sl = sizeof(e->snap);
-	/* The compiler may know the lengths' bounds where the verifier does
-	 * not: hide them from it, then mask. */
+	/* Without branches (each would double the states the verifier
+	 * walks at every call): a negative length (an errno) is 0 bytes; the
+	 * compiler may know the lengths' bounds where the verifier does not,
+	 * so they are hidden from it, then masked. */
+	s64 k = e->klen, u = e->ulen;
+	u64 kl = (u64)(k & ~(k >> 63)), ul = (u64)(u & ~(u >> 63)), sl = e->snap_len;
 	asm volatile("" : "+r"(kl), "+r"(ul), "+r"(sl));
 	kl &= PART_MASK;
 	ul &= PART_MASK;
 	sl &= PART_MASK;
-	__builtin_memcpy(out, e, SAMPLE_HEADER);
+	bpf_probe_read_kernel(out, SAMPLE_HEADER, e);
 	u64 off = SAMPLE_HEADER;
-	if (kl)
-		bpf_probe_read_kernel(out + off, kl, e->kstack);
+	bpf_probe_read_kernel(out + off, kl, e->kstack);
 	off += kl;
-	if (ul)
-		bpf_probe_read_kernel(out + off, ul, e->ustack);
+	bpf_probe_read_kernel(out + off, ul, e->ustack);
 	off += ul;
-	if (sl)
-		bpf_probe_read_kernel(out + off, sl, e->snap);
+	bpf_probe_read_kernel(out + off, sl, e->snap);
 	off += sl;
 	u64 flags = 0;
 	if (wake)
