@@ -30,6 +30,7 @@ var lostNames = []string{
 	"unreported-switch-in",
 	"unreported-switch-out",
 	"", // recoveredSwitchIn: not a loss (see Result.RecoveredSwitchIns)
+	"sample-buffer-busy",
 }
 
 // recoveredSwitchIn is the counter of switch-ins that the kernel did not

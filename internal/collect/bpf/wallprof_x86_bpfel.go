@@ -25,8 +25,9 @@ type WallprofExitEvent struct {
 }
 
 type WallprofPackedSample struct {
-	_ structs.HostLayout
-	B [3192]uint8
+	_    structs.HostLayout
+	Busy uint64
+	B    [3192]uint8
 }
 
 type WallprofPending struct {

@@ -95,6 +95,7 @@ enum {
 	 * sched_exit_tp in the thread's own context, with exact times and its
 	 * stack. Counted in the same per-CPU array. */
 	RECOVERED_SWITCH_IN,
+	LOST_BUSY, /* a sample's buffer was in use by the program it interrupted */
 	NLOST,
 };
 
@@ -326,6 +327,11 @@ struct {
 
 #define PART_MASK 1023
 struct packed_sample {
+	/* The slot's buffers hold a sample being built (sample_buf to
+	 * send_sample): a program that finds them so on its CPU interrupted
+	 * or preempted the one building it, and drops its own sample
+	 * (LOST_BUSY) rather than overwrite the other's. */
+	u64 busy;
 	u8 b[sizeof(struct sample_event) - sizeof(((struct sample_event *)0)->kstack) * 2 -
 	     SNAP_BYTES + 3 * (PART_MASK + 1)];
 };
@@ -1126,10 +1132,21 @@ static __always_inline void fill_header(struct sample_event *e, u32 flags)
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 }
 
-/* sample_buf is the buffer a sample is built in, in context slot. */
+/* sample_buf is the buffer a sample is built in, in context slot, or NULL
+ * (counted lost) while it holds another; send_sample gives it back. */
 static __always_inline struct sample_event *sample_buf(u32 slot)
 {
-	return bpf_map_lookup_elem(&build, &slot);
+	struct packed_sample *p = bpf_map_lookup_elem(&packed, &slot);
+	if (!p)
+		return NULL;
+	if (p->busy) {
+		count_lost(LOST_BUSY);
+		return NULL;
+	}
+	struct sample_event *e = bpf_map_lookup_elem(&build, &slot);
+	if (e)
+		p->busy = 1;
+	return e;
 }
 
 #define SAMPLE_HEADER __builtin_offsetof(struct sample_event, kstack)
@@ -1167,6 +1184,7 @@ static __always_inline void send_sample(struct sample_event *e, u32 slot, bool w
 										  : BPF_RB_NO_WAKEUP;
 	if (bpf_ringbuf_output(&events, out, off, flags))
 		count_lost(LOST_RINGBUF);
+	p->busy = 0;
 }
 
 /* emit_current_sample sends a sample of the current thread's stacks.
