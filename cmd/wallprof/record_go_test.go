@@ -24,7 +24,9 @@ func TestRecordGoProgram(t *testing.T) {
 		bin := groundtruth.BuildGo(t, dir, stripped, "")
 		tmp := t.TempDir()
 		out, truthPath := filepath.Join(tmp, "go.pb.gz"), filepath.Join(tmp, "truth.json")
+		steal0 := machineSteal(t)
 		code, stderr := wallprof(t, "record", "-o", out, "--", bin, "--truth", truthPath)
+		steal := machineSteal(t) - steal0
 		if code != 0 {
 			t.Fatalf("stripped=%v: wallprof record exited %d:\n%s", stripped, code, stderr)
 		}
@@ -43,10 +45,15 @@ func TestRecordGoProgram(t *testing.T) {
 		}
 		want := time.Duration(truth.Process.CPUNS)
 		wall := time.Duration(truth.Process.WallNS)
-		if d := 100 * (cpu - want).Seconds() / wall.Seconds(); d > tolerancePoints || d < -tolerancePoints {
-			t.Errorf("stripped=%v: process on-CPU %v, the workload measured %v (%.1f points of its %v)", stripped, cpu, want, d, wall)
+		// The hypervisor's steal while a thread holds a CPU is on-CPU time
+		// in the profile and not in getrusage: the machine's steal during
+		// the recording (/proc/stat, in 10 ms ticks) may be over.
+		stolen := 100 * steal.Seconds() / wall.Seconds()
+		if d := 100 * (cpu - want).Seconds() / wall.Seconds(); d > tolerancePoints+stolen || d < -tolerancePoints {
+			t.Errorf("stripped=%v: process on-CPU %v, the workload measured %v (%.1f points of its %v; the machine's steal meanwhile %v)",
+				stripped, cpu, want, d, wall, steal)
 		} else {
-			t.Logf("stripped=%v: process on-CPU %v, the workload measured %v over %v", stripped, cpu, want, wall)
+			t.Logf("stripped=%v: process on-CPU %v, the workload measured %v over %v; the machine's steal meanwhile %v", stripped, cpu, want, wall, steal)
 		}
 		// Where the CPU went: main.compute's two goroutines burn nearly all of it.
 		var compute time.Duration
