@@ -49,8 +49,8 @@ func TestRecordThreadChurn(t *testing.T) {
 		}
 	}
 	notes := strings.Join(p.Notes, "\n")
-	t.Logf("%s threads/s; %d thread records (%d of exited threads); on-CPU %.3fs, getrusage %.3fs (%.1f%%), the machine's steal %v\n%s",
-		m[1], len(p.Threads), folded, float64(cpu)/1e9, float64(truthCPU)/1e9, 100*float64(cpu)/float64(truthCPU), steal, notes)
+	t.Logf("%s threads/s; %d thread records (%d of exited threads); on-CPU %.3fs, getrusage %.3fs (%.1f%%), the machine's steal %v; lost %v\n%s",
+		m[1], len(p.Threads), folded, float64(cpu)/1e9, float64(truthCPU)/1e9, 100*float64(cpu)/float64(truthCPU), steal, p.Lost, notes)
 	if num(m[1]) < 2000 {
 		t.Skipf("only %s threads a second: too few to fill the table", m[1])
 	}

@@ -34,7 +34,7 @@ const (
 	sampleSize   = sampleHeader + 2*8*maxStack + snapBytes
 
 	// Byte layout of struct tstate and struct exit_event.
-	tstateSize = 4*8 + 2*8*nstates + 8 + 8 + 8 + 8 + 8 + 8 + 8 + 4*8 + 8 + 3*8 + 8 + 8 + 8 + 8
+	tstateSize = 4*8 + 2*8*nstates + 8 + 8 + 8 + 8 + 8 + 8 + 8 + 4*8 + 8 + 3*8 + 8 + 8 + 8 + 8 + 8
 	exitSize   = 4*4 + 8 + tstateSize + 16
 )
 

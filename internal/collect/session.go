@@ -31,6 +31,7 @@ var lostNames = []string{
 	"unreported-switch-out",
 	"", // recoveredSwitchIn: not a loss (see Result.RecoveredSwitchIns)
 	"sample-buffer-busy",
+	"stale-thread-record",
 }
 
 // recoveredSwitchIn is the counter of switch-ins that the kernel did not

@@ -113,13 +113,25 @@ func (s *Session) Stop() (*Result, error) {
 	s.mu.Unlock()
 
 	for tid, st := range live {
-		closeInterval(&st, end)
 		rec := &ThreadRecord{PID: st.PID, TID: tid, FirstNs: st.FirstTS, EndNs: end, Time: st.Time}
-		if st.Exited {
-			rec.Exited, rec.EndNs = true, st.OutTS
-		} else {
+		if !st.Exited {
 			rec.Name = linux.ThreadName(int(st.PID), int(tid))
+			if walked && rec.Name == "" {
+				// Gone, and not seen exiting while the programs were
+				// attached: the final walk brought every thread alive
+				// then up to its end, so its times stand as they are. (A
+				// record that a walk entered again just after its
+				// thread's exit, on_cpu, once gave a thread the whole
+				// recording on CPU here.)
+				st.Exited = true
+				rec.Exited, rec.EndNs = true, max(st.InTS, st.OutTS)
+			}
 		}
+		closeInterval(&st, end)
+		if st.Exited && !rec.Exited {
+			rec.Exited, rec.EndNs = true, st.OutTS
+		}
+		rec.Time = st.Time
 		res.Threads = append(res.Threads, rec)
 		live[tid] = st
 	}

@@ -134,6 +134,7 @@ type WallprofTstate struct {
 	WalkExec     uint64
 	WalkSteal    uint64
 	WalkCt       uint64
+	Born         uint64
 }
 
 type WallprofUnwFile struct {

@@ -96,6 +96,9 @@ enum {
 	 * stack. Counted in the same per-CPU array. */
 	RECOVERED_SWITCH_IN,
 	LOST_BUSY, /* a sample's buffer was in use by the program it interrupted */
+	/* Walk mode: a thread's record that belonged to another thread (one
+	 * that had the same id before it, tstate.born), found and replaced. */
+	LOST_STALE,
 	NLOST,
 };
 
@@ -144,6 +147,12 @@ struct tstate {
 	 * its run queue's clock less its task clock) at the latest walk. */
 	u64 walk_steal;
 	u64 walk_ct; /* and its task clock then */
+	/* Whose record this is: the thread's task->start_time, 0 until known
+	 * (a thread entered by user space). A thread id the kernel gives to a
+	 * new thread may find the record of an earlier thread with that id
+	 * still there (written by a walk that raced with that thread's exit):
+	 * its times are not the new thread's. */
+	u64 born;
 };
 
 struct sample_event {
@@ -613,6 +622,24 @@ static __always_inline struct tstate *lookup_thread(u32 tid, u32 tgid, u64 now, 
 	}
 	long err = bpf_map_update_elem(&threads, &tid, &init, BPF_NOEXIST);
 	if (err && err != -EEXIST) {
+		count_lost(LOST_THREADS);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&threads, &tid);
+}
+
+/* renew_thread replaces tid's record, which belonged to an earlier thread
+ * with that id, by a new thread's, as lookup_thread enters one created at
+ * now (not based: the caller bases it). */
+static __always_inline struct tstate *renew_thread(u32 tid, u32 tgid, u64 now)
+{
+	count_lost(LOST_STALE);
+	struct tstate init = {};
+	init.pid = tgid;
+	init.first_ts = now;
+	init.out_ts = now;
+	init.out_state = ST_RUNNABLE;
+	if (bpf_map_update_elem(&threads, &tid, &init, BPF_ANY)) {
 		count_lost(LOST_THREADS);
 		return NULL;
 	}
@@ -1287,6 +1314,15 @@ int BPF_PROG(on_wakeup_new, struct task_struct *p)
 {
 	u64 now = bpf_ktime_get_ns();
 	struct tstate *st = lookup_thread(p->pid, p->tgid, now, NEW_THREAD);
+	if (st && walk_mode && st->born != p->start_time) {
+		/* An earlier thread's record under this id (a walk's, left
+		 * behind): this thread starts from nothing, as if entered
+		 * here. */
+		if (st->born || st->based)
+			st = renew_thread(p->pid, p->tgid, now);
+		if (st)
+			st->born = p->start_time;
+	}
 	if (st && (resume_mode || walk_mode) && !st->based) {
 		/* Its counters start at zero: from its creation on, what they
 		 * gain is its time, counted at its resumptions. */
@@ -2200,9 +2236,15 @@ static __always_inline u8 walk_account(struct task_struct *task, struct tstate *
 		/* Exiting, in its own context, it was running (or waiting to)
 		 * at the previous walk (or its creation) and has not blocked
 		 * since: what looks blocked since is the run that the kernel
-		 * has not charged yet (a short-lived thread's whole life). */
-		cpu += blocked - had;
-		blocked = had;
+		 * has not charged yet (a short-lived thread's whole life).
+		 * The kernel charges a running thread at every tick: at most a
+		 * tick (10 ms at HZ=100), whatever first_ts says (a record
+		 * that was not this thread's gave one the whole recording). */
+		u64 add = blocked - had;
+		if (add > 2 * TICK_SLACK_NS)
+			add = 2 * TICK_SLACK_NS;
+		cpu += add;
+		blocked -= add;
 	}
 	st->wake_cpu = nv;
 	/* Stolen: on a virtual machine the hypervisor takes CPU time from the
@@ -2276,6 +2318,18 @@ int BPF_PROG(on_task_exit, struct task_struct *p)
 		return 0;
 	u64 now = bpf_ktime_get_ns();
 	if (walk_mode) {
+		u64 born = task->start_time;
+		if (st->born && st->born != born && born > start_ns) {
+			/* An earlier thread's record under this id: this one's
+			 * whole life from its counters, as if entered at its
+			 * creation. */
+			st = renew_thread(tid, task->tgid, born);
+			if (!st)
+				return 0;
+			st->born = born;
+			st->in_ts = born;
+			st->based = 1;
+		}
 		walk_account(task, st, now, 0);
 	} else if (st->based && now > st->in_ts) {
 		u64 span = now - st->in_ts;
@@ -2676,14 +2730,32 @@ static __always_inline void walk_thread(struct task_struct *task, u64 since, u64
 {
 	u32 tid = task->pid;
 	u32 tgid = task->tgid;
+	/* An exiting thread is its exit's (sched_process_exit, in its own
+	 * context, accounts its last interval and sends its record): a walk
+	 * that wrote its record meanwhile, from another CPU, or entered it
+	 * again once its exit had removed it, left times that were not its
+	 * own. */
+	if (task->flags & PF_EXITING)
+		return;
+	u64 born = task->start_time;
 	struct tstate *st = bpf_map_lookup_elem(&threads, &tid);
-	if (!st) {
-		if (task->flags & PF_EXITING)
+	if (st && st->born != born && (st->born || st->based) && born > start_ns) {
+		/* The record of an earlier thread with this id. */
+		st = renew_thread(tid, tgid, born);
+		if (!st)
 			return;
+		st->born = born;
+		barrier();
+		st->in_ts = born;
+		st->based = 1;
+	}
+	if (!st) {
 		st = lookup_thread(tid, tgid, 0, NEW_RUNNING);
 		if (!st)
 			return;
-		u64 born = task->start_time;
+		if (!st->born)
+			st->born = born;
+		barrier(); /* whose it is, before it is based (on_wakeup_new) */
 		if (!st->based && born > start_ns) {
 			/* Created since the recording began, and walked before
 			 * its creation reached sched_wakeup_new: its counters
@@ -2696,6 +2768,8 @@ static __always_inline void walk_thread(struct task_struct *task, u64 since, u64
 	}
 	if (st->exited)
 		return;
+	if (!st->born)
+		st->born = born; /* entered by user space */
 	/* From the timer, which walks while user space takes the stacks of an
 	 * earlier walk: a thread whose stack is still to be taken is left as
 	 * it is (its times are brought up at its next walk, its sample's
