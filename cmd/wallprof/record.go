@@ -381,6 +381,9 @@ func setPlanFromEnv(p *collect.Plan) {
 	if n, err := strconv.Atoi(os.Getenv("WALLPROF_RING_BYTES")); err == nil && n > 0 {
 		p.RingBytes = n // bench/: the ring's size against memory and losses
 	}
+	if n, err := strconv.Atoi(os.Getenv("WALLPROF_OFFCPU_RATE")); err == nil && n != 0 {
+		p.OffCPURate = n // bench/ and tests: the switch and resume accountings' off-CPU stacks per CPU per second; negative: unbounded
+	}
 	if n, err := strconv.Atoi(os.Getenv("WALLPROF_BENCH_CUT")); err == nil && n >= 1 && n <= 6 {
 		p.BenchCut = n // bench/: where a switch's BPF time goes
 	}

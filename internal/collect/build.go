@@ -185,6 +185,7 @@ type aggEntry struct {
 	stack        uint32 // the interned stack's number
 	kernel, user []uint64
 	value        int64
+	thin         int64  // of value, the weight of thin samples (RawSample.Thin)
 	unsampled    bool   // on-CPU time of a thread that no timer sample caught
 	dead         bool   // merged into another entry by Fold
 	tick         uint32 // the live view's latest tick at which it gained (Live.Compact)
@@ -326,6 +327,9 @@ func (a *Aggregator) add(s *RawSample, st profile.State, kernel, user []uint64, 
 		a.entries[string(a.key)] = e
 		a.order = append(a.order, e)
 		a.byTID[s.TID] = append(a.byTID[s.TID], e)
+	}
+	if st != profile.OnCPU && s.Thin {
+		e.thin += w
 	}
 	if st == profile.OnCPU {
 		a.cpuNominal[s.TID] += w
@@ -722,8 +726,97 @@ func (a *Aggregator) AddRemainder(r Remainder) bool {
 // time (spread), its off-CPU samples and remainders to its off-CPU time.
 func Build(res *Result, a *Aggregator, kernel KernelResolver, command string) *profile.Profile {
 	res = a.HoldWalkRemainders(res)
+	thinned := !res.Walk && res.DroppedOffCPU > 0
+	if thinned {
+		// The exact times first: remainders and carries are part of
+		// what the thin samples are scaled against.
+		for _, r := range append(a.carried, res.Remainders...) {
+			a.AddRemainder(r)
+		}
+		a.carried = nil
+		c := *res
+		c.Remainders = nil
+		res = &c
+	}
 	a.spread(res)
+	if thinned {
+		a.scaleThin(res)
+	}
 	return build(res, a, kernel, command)
+}
+
+// scaleThin gives each thread's off-CPU time in a state that its exact
+// samples (more than a period each, remainders, carries, the end's) do not
+// hold to its thin samples there, in proportion to their weights: the
+// resumption accounting's budget left out some samples of one period, and
+// which it left out depends on the time, not on where the thread waited.
+// A thread none of whose thin samples was left out gets its samples'
+// own times back.
+func (a *Aggregator) scaleThin(res *Result) {
+	type sums struct{ exact, thin int64 }
+	by := map[threadState]*sums{}
+	for _, e := range a.order {
+		if e.state == profile.OnCPU || e.dead || e.unsampled || e.thin == 0 {
+			continue
+		}
+		k := threadState{e.tid, e.state}
+		if by[k] == nil {
+			by[k] = &sums{}
+		}
+	}
+	for _, e := range a.order {
+		if s := by[threadState{e.tid, e.state}]; s != nil && !e.dead && !e.unsampled {
+			s.exact += e.value - e.thin
+			s.thin += e.thin
+		}
+	}
+	factor := map[threadState]float64{}
+	for _, t := range res.Threads {
+		for st := profile.Runnable; st < profile.NumStates; st++ {
+			k := threadState{t.TID, st}
+			s := by[k]
+			if s == nil {
+				continue
+			}
+			if target := int64(t.Time[st]) - s.exact; target > s.thin {
+				factor[k] = float64(target) / float64(s.thin)
+			}
+		}
+	}
+	// Rounding goes to the thread's largest thin sample of the state, so
+	// that its samples add up to its time to the nanosecond.
+	left := map[threadState]int64{}
+	big := map[threadState]*aggEntry{}
+	for k, s := range by {
+		if _, ok := factor[k]; ok {
+			left[k] = s.thin
+		}
+	}
+	for _, t := range res.Threads {
+		for st := profile.Runnable; st < profile.NumStates; st++ {
+			k := threadState{t.TID, st}
+			if _, ok := factor[k]; ok {
+				left[k] = int64(t.Time[st]) - by[k].exact
+			}
+		}
+	}
+	for _, e := range a.order {
+		k := threadState{e.tid, e.state}
+		if f, ok := factor[k]; ok && e.thin > 0 && !e.dead && !e.unsampled {
+			add := int64(float64(e.thin) * f)
+			e.value += add - e.thin
+			left[k] -= add
+			if b := big[k]; b == nil || e.thin > b.thin {
+				big[k] = e
+			}
+		}
+	}
+	for k, e := range big {
+		e.value += left[k]
+	}
+	for _, e := range a.order {
+		e.thin = 0
+	}
 }
 
 // HoldWalkRemainders gives a walking recording's remainders (the weights a

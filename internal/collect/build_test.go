@@ -1035,3 +1035,47 @@ func TestBuildGivesWalkCarryToItsPlace(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildScalesThinOffCPUSamples: the resumption accounting's off-CPU
+// samples carry exact times; beyond its budget it leaves out samples of a
+// single period (its thin ones). Each thread's thin samples of a state are
+// then scaled to the time its exact ones (longer waits, carries,
+// remainders) leave; when none was left out, every sample keeps its time.
+func TestBuildScalesThinOffCPUSamples(t *testing.T) {
+	const ms = 1_000_000
+	off := func(w uint64, pc uint64, thin bool) *RawSample {
+		s := mkSample(1, 2, "t", [5]uint64{profile.Sleeping: w}, nil, []uint64{pc})
+		s.Thin = thin
+		return s
+	}
+	build := func(dropped uint64) map[string]int64 {
+		a := NewAggregator(nil)
+		a.Add(off(10*ms, 0xc, true))
+		a.Add(off(20*ms, 0xd, true))
+		a.Add(off(50*ms, 0xe, false))
+		a.Add(&RawSample{PID: 1, TID: 2, Carry: true, Weight: [5]uint64{profile.Sleeping: 10 * ms}}) // to 0xe, the latest
+		res := &Result{EndNs: 1_000 * ms, PeriodNs: 10 * ms, Resume: true, DroppedOffCPU: dropped,
+			Remainders: []Remainder{{PID: 1, TID: 2, State: profile.Sleeping, Nanos: 2 * ms}}, // to 0xe too
+			Threads: []*ThreadRecord{{PID: 1, TID: 2, Name: "t", EndNs: 1_000 * ms,
+				Time: [5]uint64{profile.OnCPU: 100 * ms, profile.Sleeping: 840 * ms, profile.Runnable: 60 * ms}}}}
+		p := Build(res, a, nil, "")
+		got := map[string]int64{}
+		for _, s := range p.Samples {
+			got[fmt.Sprintf("%v %s", s.State, s.Stack[0].Frames[0].Function)] += s.Value
+		}
+		return got
+	}
+	exact := build(0)
+	if exact["sleeping [unknown]+0xc"] != 10*ms || exact["sleeping [unknown]+0xd"] != 20*ms || exact["sleeping [unknown]+0xe"] != 62*ms {
+		t.Errorf("none left out: %v, want the samples' own times (10, 20 and 62 ms)", exact)
+	}
+	got := build(7)
+	near := func(got, want int64) bool { return got-want >= -2 && got-want <= 2 }
+	// 840 ms asleep: 62 exact at 0xe, the other 778 split 10:20.
+	if !near(got["sleeping [unknown]+0xc"], 778*ms/3) || !near(got["sleeping [unknown]+0xd"], 778*ms*2/3) || got["sleeping [unknown]+0xe"] != 62*ms {
+		t.Errorf("some left out: %v, want 0xe's 62 ms kept and the other 778 ms split 1:2", got)
+	}
+	if sum := got["sleeping [unknown]+0xc"] + got["sleeping [unknown]+0xd"] + got["sleeping [unknown]+0xe"]; sum != 840*ms {
+		t.Errorf("asleep %d, want the thread's exact 840 ms", sum)
+	}
+}

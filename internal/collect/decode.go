@@ -21,6 +21,7 @@ const (
 	sampleFinal = 1
 	sampleCarry = 2
 	sampleWalk  = 4
+	sampleThin  = 8
 
 	maxStack  = 127
 	snapBytes = 512
@@ -55,7 +56,12 @@ type RawSample struct {
 	// Walk: an off-CPU sample of walk mode (AccountWalk), one nominal
 	// period in the state the thread was in when walked; its thread's
 	// samples of that state are scaled to its time there.
-	Walk    bool
+	Walk bool
+	// Thin: an off-CPU sample of the resumption accounting that its
+	// budget could have left out (one period in each state); when some
+	// were, a thread's thin samples of a state are scaled to the time its
+	// exact ones leave (Result.DroppedOffCPU).
+	Thin    bool
 	TS      uint64
 	Weight  [profile.NumStates]uint64
 	Regs    symbolize.Regs
@@ -179,6 +185,7 @@ func decodeSample(b []byte) (*RawSample, error) {
 		Final: le.Uint32(b[12:])&sampleFinal != 0,
 		Carry: le.Uint32(b[12:])&sampleCarry != 0,
 		Walk:  le.Uint32(b[12:])&sampleWalk != 0,
+		Thin:  le.Uint32(b[12:])&sampleThin != 0,
 		TS:    le.Uint64(b[16:]),
 	}
 	off := 24

@@ -372,15 +372,15 @@ func TestDecodeSampleFinalFlag(t *testing.T) {
 
 func TestDecodeSampleFlags(t *testing.T) {
 	for _, c := range []struct {
-		flags              uint32
-		final, carry, walk bool
-	}{{0, false, false, false}, {sampleWalk, false, false, true}, {sampleCarry | sampleWalk, false, true, true},
-		{sampleFinal, true, false, false}, {0xffffffff, true, true, true}} {
+		flags                    uint32
+		final, carry, walk, thin bool
+	}{{0, false, false, false, false}, {sampleWalk, false, false, true, false}, {sampleCarry | sampleWalk, false, true, true, false},
+		{sampleFinal, true, false, false, false}, {sampleThin, false, false, false, true}, {0xffffffff, true, true, true, true}} {
 		r := goodSample()
 		r.flags = c.flags
 		s := decodeSampleT(t, r.bytes())
-		if s.Final != c.final || s.Carry != c.carry || s.Walk != c.walk {
-			t.Errorf("flags %#x: Final, Carry, Walk = %v, %v, %v, want %v, %v, %v", c.flags, s.Final, s.Carry, s.Walk, c.final, c.carry, c.walk)
+		if s.Final != c.final || s.Carry != c.carry || s.Walk != c.walk || s.Thin != c.thin {
+			t.Errorf("flags %#x: Final, Carry, Walk, Thin = %v, %v, %v, %v, want %v, %v, %v, %v", c.flags, s.Final, s.Carry, s.Walk, s.Thin, c.final, c.carry, c.walk, c.thin)
 		}
 	}
 }

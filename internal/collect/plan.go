@@ -68,6 +68,14 @@ type Plan struct {
 	// sooner in a burst (counted). Samples are sent packed, a few hundred
 	// bytes to a kilobyte each (2,664 at most).
 	RingBytes int
+	// OffCPURate bounds the off-CPU stacks taken at a resumption (the
+	// resume accounting: top, the agent, record -a), per CPU per second: 0
+	// for DefaultOffCPURate's, negative for no bound. Past it, a sample of
+	// a single period in each state is not taken (Result.DroppedOffCPU);
+	// longer waits' always are. (The walk takes at most one stack per
+	// thread per walk, and only for threads that moved; the switch-time
+	// accounting of older kernels has no bound.)
+	OffCPURate int
 	// BenchCut makes the switch program stop part way (1 to 6, see the
 	// BPF source's bench_cut), to measure where its time goes; the
 	// recording is then wrong. Benchmarks only.
@@ -142,6 +150,28 @@ const MinOffCPUPeriod = time.Millisecond
 // no cost for a thread that blocks for long (one stack per wait at most).
 func (p Plan) OffCPUPeriodNs() uint64 {
 	return max(p.PeriodNs()/4, uint64(MinOffCPUPeriod))
+}
+
+// DefaultOffCPURate is the off-CPU stacks of a single period a second per
+// CPU that the resumption accounting takes at most at rate hz
+// (Plan.OffCPURate): twenty times the timer's rate, and at least 2,000. On
+// a thread pool that wakes every millisecond (200 threads) 80,000 came due
+// a second: the ring lost most of them, and reading their stacks (~10 µs
+// each) cost the target a third of its CPU time.
+func DefaultOffCPURate(hz int) int { return max(2000, 20*hz) }
+
+// OffCPUCostNs is the credit, in nanoseconds of a CPU's time, that one
+// off-CPU stack takes from the CPU's budget (the BPF program's
+// off_cost_ns); 0 for no budget.
+func (p Plan) OffCPUCostNs() uint64 {
+	rate := p.OffCPURate
+	if rate == 0 {
+		rate = DefaultOffCPURate(p.Freq)
+	}
+	if rate < 0 {
+		return 0
+	}
+	return uint64(time.Second) / uint64(rate)
 }
 
 // WalkPeriodNs is the mean interval between two walks of the threads in

@@ -32,11 +32,16 @@ var lostNames = []string{
 	"", // recoveredSwitchIn: not a loss (see Result.RecoveredSwitchIns)
 	"sample-buffer-busy",
 	"stale-thread-record",
+	"", // droppedOffCPU: not a loss (see Result.DroppedOffCPU)
 }
 
 // recoveredSwitchIn is the counter of switch-ins that the kernel did not
 // report and sched_exit_tp took, exactly, in the thread's own context.
 const recoveredSwitchIn = 10
+
+// droppedOffCPU is the counter of off-CPU samples that came due beyond the
+// CPU's budget (Plan.OffCPURate) and were not taken.
+const droppedOffCPU = 13
 
 // Session is one live recording. It is not safe for concurrent use, except
 // that Counts may be called while Run is running.
@@ -171,6 +176,7 @@ func (s *Session) load() error {
 	consts := map[string]any{
 		"period_ns":     s.plan.PeriodNs(),
 		"off_period_ns": s.plan.OffCPUPeriodNs(),
+		"off_cost_ns":   s.plan.OffCPUCostNs(),
 		"follow_forks":  boolByte(s.plan.FollowForks),
 		"all_targets":   boolByte(s.plan.All),
 		"self_tgid":     uint32(os.Getpid()),

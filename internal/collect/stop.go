@@ -49,6 +49,13 @@ type Result struct {
 	// kernel did not report (seen on some 6.18 VMs) and that were taken
 	// when the thread ran, at sched_exit_tp: nothing was lost.
 	RecoveredSwitchIns uint64
+	// DroppedOffCPU counts off-CPU samples of a single period that came
+	// due beyond the budget (Plan.OffCPURate) and were not taken: their
+	// time is in the threads' totals, and Build scales each thread's thin
+	// samples of a state to the time its exact ones leave.
+	DroppedOffCPU uint64
+	// OffCPURate is that budget, per CPU per second (0: none).
+	OffCPURate int
 	// Resume says the accounting ran at each thread's resumption
 	// (sched_exit_tp) rather than at sched_switch.
 	Resume bool
@@ -96,6 +103,8 @@ func (s *Session) Stop() (*Result, error) {
 		Lost:      s.lostCounts(),
 
 		RecoveredSwitchIns: s.counter(recoveredSwitchIn),
+		DroppedOffCPU:      s.counter(droppedOffCPU),
+		OffCPURate:         s.offCPURate(),
 		Resume:             s.resume,
 		Walk:               walked,
 		WalkTimer:          timed,
@@ -323,4 +332,15 @@ func (r *Result) addRemainders(pid, tid uint32, st *ThreadState, offCPU bool) {
 			r.Remainders = append(r.Remainders, Remainder{pid, tid, i, st.Acc[i]})
 		}
 	}
+}
+
+// offCPURate is the off-CPU stacks of a single period a second per CPU
+// that the resume accounting took at most (0: no bound, or another
+// accounting).
+func (s *Session) offCPURate() int {
+	c := s.plan.OffCPUCostNs()
+	if c == 0 || !s.resume || s.walk != nil {
+		return 0
+	}
+	return int(uint64(time.Second) / c)
 }

@@ -731,6 +731,9 @@ func (r *Recording) Profile() (*profile.Profile, error) {
 	} else if n > 0 {
 		r.Note("the kernel did not report %d switches to a recorded thread; each was taken when the thread ran (sched_exit_tp), with exact times and its stack, so nothing is lost", n)
 	}
+	if n := res.DroppedOffCPU; n > 0 && res.OffCPURate > 0 {
+		r.Note("off-CPU stacks were held to %d a second per CPU: %d that came due beyond that were not taken, and each thread's off-CPU samples are scaled to its exact time in each state, as its on-CPU samples are (WALLPROF_OFFCPU_RATE sets the bound)", res.OffCPURate, n)
+	}
 	if n := res.ReusedThreadIDs; n > 0 {
 		r.Note("%d threads that exited had the id of an earlier thread of their process (the kernel reuses ids: pid_max); each id's times and samples are those of all the threads that had it", n)
 	}

@@ -24,6 +24,12 @@ type WallprofExitEvent struct {
 	Comm [16]int8
 }
 
+type WallprofOffCredit struct {
+	_      structs.HostLayout
+	Last   uint64
+	Credit uint64
+}
+
 type WallprofPackedSample struct {
 	_    structs.HostLayout
 	Busy uint64
@@ -208,6 +214,7 @@ const (
 	WallprofMapCpuIn            = "cpu_in"
 	WallprofMapEvents           = "events"
 	WallprofMapLost             = "lost"
+	WallprofMapOffCredits       = "off_credits"
 	WallprofMapPacked           = "packed"
 	WallprofMapPendings         = "pendings"
 	WallprofMapScratch          = "scratch"
@@ -247,6 +254,7 @@ const (
 	WallprofVarClockCal         = "clock_cal"
 	WallprofVarClockOff         = "clock_off"
 	WallprofVarFollowForks      = "follow_forks"
+	WallprofVarOffCostNs        = "off_cost_ns"
 	WallprofVarOffPeriodNs      = "off_period_ns"
 	WallprofVarPeriodNs         = "period_ns"
 	WallprofVarResumeMode       = "resume_mode"
@@ -347,6 +355,7 @@ type WallprofMapSpecs struct {
 	CpuIn         *ebpf.MapSpec `ebpf:"cpu_in"`
 	Events        *ebpf.MapSpec `ebpf:"events"`
 	Lost          *ebpf.MapSpec `ebpf:"lost"`
+	OffCredits    *ebpf.MapSpec `ebpf:"off_credits"`
 	Packed        *ebpf.MapSpec `ebpf:"packed"`
 	Pendings      *ebpf.MapSpec `ebpf:"pendings"`
 	Scratch       *ebpf.MapSpec `ebpf:"scratch"`
@@ -375,6 +384,7 @@ type WallprofVariableSpecs struct {
 	ClockCal         *ebpf.VariableSpec `ebpf:"clock_cal"`
 	ClockOff         *ebpf.VariableSpec `ebpf:"clock_off"`
 	FollowForks      *ebpf.VariableSpec `ebpf:"follow_forks"`
+	OffCostNs        *ebpf.VariableSpec `ebpf:"off_cost_ns"`
 	OffPeriodNs      *ebpf.VariableSpec `ebpf:"off_period_ns"`
 	PeriodNs         *ebpf.VariableSpec `ebpf:"period_ns"`
 	ResumeMode       *ebpf.VariableSpec `ebpf:"resume_mode"`
@@ -430,6 +440,7 @@ type WallprofMaps struct {
 	CpuIn         *ebpf.Map `ebpf:"cpu_in"`
 	Events        *ebpf.Map `ebpf:"events"`
 	Lost          *ebpf.Map `ebpf:"lost"`
+	OffCredits    *ebpf.Map `ebpf:"off_credits"`
 	Packed        *ebpf.Map `ebpf:"packed"`
 	Pendings      *ebpf.Map `ebpf:"pendings"`
 	Scratch       *ebpf.Map `ebpf:"scratch"`
@@ -455,6 +466,7 @@ func (m *WallprofMaps) Close() error {
 		m.CpuIn,
 		m.Events,
 		m.Lost,
+		m.OffCredits,
 		m.Packed,
 		m.Pendings,
 		m.Scratch,
@@ -484,6 +496,7 @@ type WallprofVariables struct {
 	ClockCal         *ebpf.Variable `ebpf:"clock_cal"`
 	ClockOff         *ebpf.Variable `ebpf:"clock_off"`
 	FollowForks      *ebpf.Variable `ebpf:"follow_forks"`
+	OffCostNs        *ebpf.Variable `ebpf:"off_cost_ns"`
 	OffPeriodNs      *ebpf.Variable `ebpf:"off_period_ns"`
 	PeriodNs         *ebpf.Variable `ebpf:"period_ns"`
 	ResumeMode       *ebpf.Variable `ebpf:"resume_mode"`

@@ -78,7 +78,10 @@
 enum { EV_SAMPLE = 1, EV_EXIT = 2, EV_EXEC = 3 };
 /* SAMPLE_WALK: an off-CPU sample of walk mode, one nominal period in the
  * state the thread was in when walked. */
-enum { SAMPLE_FINAL = 1, SAMPLE_CARRY = 2, SAMPLE_WALK = 4 };
+/* SAMPLE_THIN: an off-CPU sample of the resumption accounting that the
+ * budget (off_cost_ns) could have left out: every state of it one period
+ * (off_due). */
+enum { SAMPLE_FINAL = 1, SAMPLE_CARRY = 2, SAMPLE_WALK = 4, SAMPLE_THIN = 8 };
 
 enum {
 	LOST_RINGBUF = 0,
@@ -99,6 +102,10 @@ enum {
 	/* Walk mode: a thread's record that belonged to another thread (one
 	 * that had the same id before it, tstate.born), found and replaced. */
 	LOST_STALE,
+	/* Not a loss: an off-CPU sample that came due beyond the CPU's
+	 * budget (off_cost_ns), not taken (user space scales each thread's
+	 * off-CPU samples to its exact time then). */
+	DROPPED_OFF,
 	NLOST,
 };
 
@@ -235,6 +242,14 @@ const volatile u64 period_ns = 10101010;
 /* Off-CPU time that one off-CPU stack sample stands for (collect.Plan's
  * OffCPUPeriodNs). */
 const volatile u64 off_period_ns = 2525252;
+/* The budget of off-CPU stack samples taken at a switch or a resumption,
+ * per CPU: each costs this much of the CPU's credit, which grows with
+ * time (up to OFF_BURST samples' worth); 0: no budget. A pool of hundreds
+ * of threads that wake every millisecond makes one due every 2.5 ms each:
+ * 80,000 stacks a second, which user space cannot read (most were lost)
+ * and whose unwinding cost the target a third of its CPU. */
+const volatile u64 off_cost_ns = 0;
+#define OFF_BURST 64
 const volatile u8 follow_forks = 0;
 /* System-wide: every process is a target but wallprof's own (self_tgid),
  * and the swapper (tgid 0). */
@@ -1226,12 +1241,12 @@ static __always_inline void send_sample(struct sample_event *e, u32 slot, bool w
  * kernel: whether it may be in the kernel (the timer knows when it
  * interrupted user code: its kernel stack is empty, and bpf_get_stack would
  * only zero the buffer, a kilobyte of the workload's cache per sample). */
-static __always_inline void emit_current_sample_slot(void *ctx, u64 *w, u32 slot, bool kernel)
+static __always_inline void emit_current_sample_slot(void *ctx, u64 *w, u32 slot, bool kernel, u32 flags)
 {
 	struct sample_event *e = sample_buf(slot);
 	if (!e)
 		return;
-	fill_header(e, 0);
+	fill_header(e, flags);
 #pragma unroll
 	for (int i = 0; i < NSTATES; i++)
 		e->weight[i] = w[i];
@@ -1247,7 +1262,7 @@ static __always_inline void emit_current_sample_slot(void *ctx, u64 *w, u32 slot
 
 static __always_inline void emit_current_sample(void *ctx, u64 *w)
 {
-	emit_current_sample_slot(ctx, w, SLOT_TP, true);
+	emit_current_sample_slot(ctx, w, SLOT_TP, true, 0);
 }
 
 static __always_inline void emit_exit(struct tstate *st, u32 tid, u64 now)
@@ -1290,6 +1305,66 @@ static __always_inline void take_due(struct tstate *st, u64 *w, int i, bool *due
 		w[i] = n;
 		*due = true;
 	}
+}
+
+struct off_credit {
+	u64 last; /* when the credit was last brought up to date */
+	u64 credit;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct off_credit);
+} off_credits SEC(".maps");
+
+/* off_due says whether an off-CPU sample of st comes due now (a whole
+ * sampling period accumulated in a state off CPU) and may be taken: 0 when
+ * none is due or the CPU's budget (off_cost_ns) is spent, else the
+ * sample's flags plus one. A sample of more than one period in a state (a
+ * wait of several) is always taken, its weight exact; one of a single
+ * period in each state (what a thread that blocks for less than a period,
+ * over and over, comes due with) is left out beyond the budget, its periods
+ * dropped (their time stays in the thread's totals), and one taken is
+ * marked SAMPLE_THIN: user space scales the thin samples of a thread and
+ * state to the time the exact ones leave (collect.Aggregator). Which of
+ * them is left out depends on the time, not on where the thread waits.
+ * Deferring them to the thread's next sample instead gave that wait the
+ * time of the earlier ones (the bursts' compute phase got 15 points of
+ * blocked time); dropping whole samples, a long wait's among them, and
+ * scaling the rest gave its 4 s to the thread's other sleeps. */
+static __always_inline u32 off_due(struct tstate *st)
+{
+	u64 p = off_period_ns;
+	u64 r = st->acc[ST_RUNNABLE], sl = st->acc[ST_SLEEPING], d = st->acc[ST_DISK], o = st->acc[ST_OTHER];
+	if (r < p && sl < p && d < p && o < p)
+		return 0;
+	u64 cost = off_cost_ns;
+	if (!cost)
+		return 1;
+	if (r >= 2 * p || sl >= 2 * p || d >= 2 * p || o >= 2 * p)
+		return 1;
+	u32 zero = 0;
+	struct off_credit *b = bpf_map_lookup_elem(&off_credits, &zero);
+	if (!b)
+		return 1;
+	u64 now = bpf_ktime_get_ns();
+	u64 c = b->credit + (now > b->last ? now - b->last : 0);
+	b->last = now;
+	if (c > cost * OFF_BURST)
+		c = cost * OFF_BURST;
+	if (c < cost) {
+		b->credit = c;
+		st->acc[ST_RUNNABLE] = r % p;
+		st->acc[ST_SLEEPING] = sl % p;
+		st->acc[ST_DISK] = d % p;
+		st->acc[ST_OTHER] = o % p;
+		count_lost(DROPPED_OFF);
+		return 0;
+	}
+	b->credit = c - cost;
+	return 1 + SAMPLE_THIN;
 }
 
 /* emit_carry sends weights without a stack: user space adds them to the
@@ -1411,7 +1486,7 @@ int on_cpu_sample(void *ctx)
 	 * bpf_user_pt_regs_t is pt_regs); CS's low bits are the privilege
 	 * level, 3 in user mode. */
 	struct pt_regs *regs = ctx;
-	emit_current_sample_slot(ctx, w, SLOT_TIMER, (regs->cs & 3) != 3);
+	emit_current_sample_slot(ctx, w, SLOT_TIMER, (regs->cs & 3) != 3, 0);
 	return 0;
 }
 
@@ -2023,10 +2098,13 @@ int BPF_PROG(on_resume, bool is_switch)
 	add_time(st, k, off - run);
 	u64 w[NSTATES] = {};
 	bool due = false;
-	take_due(st, w, ST_RUNNABLE, &due);
-	take_due(st, w, ST_SLEEPING, &due);
-	take_due(st, w, ST_DISK, &due);
-	take_due(st, w, ST_OTHER, &due);
+	u32 take = off_due(st);
+	if (take) {
+		take_due(st, w, ST_RUNNABLE, &due);
+		take_due(st, w, ST_SLEEPING, &due);
+		take_due(st, w, ST_DISK, &due);
+		take_due(st, w, ST_OTHER, &due);
+	}
 	st->on_cpu = 1;
 	st->in_ts = now;
 	st->last_exec = exec;
@@ -2034,7 +2112,7 @@ int BPF_PROG(on_resume, bool is_switch)
 	st->nvcsw = nv;
 	st->nivcsw = niv;
 	if (due)
-		emit_current_sample(ctx, w);
+		emit_current_sample_slot(ctx, w, SLOT_TP, true, take - 1);
 	return 0;
 }
 
