@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/wallprof/wallprof/internal/collect"
 	"github.com/wallprof/wallprof/internal/groundtruth"
+	"github.com/wallprof/wallprof/internal/linux"
 	"github.com/wallprof/wallprof/internal/profile"
 )
 
@@ -84,20 +84,12 @@ func TestRecordThreadChurn(t *testing.T) {
 }
 
 // machineSteal is the time the hypervisor has taken from this machine's
-// CPUs since it booted (/proc/stat's steal, in clock ticks of 10 ms).
+// CPUs since it booted (linux.MachineSteal).
 func machineSteal(t *testing.T) time.Duration {
 	t.Helper()
-	b, err := os.ReadFile("/proc/stat")
+	d, err := linux.MachineSteal()
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])
-	if len(f) < 9 || f[0] != "cpu" {
-		t.Fatalf("/proc/stat: %q", f)
-	}
-	ticks, err := strconv.ParseInt(f[8], 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond
+	return d
 }

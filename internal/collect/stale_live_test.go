@@ -16,6 +16,7 @@ import (
 
 	"github.com/wallprof/wallprof/internal/collect/bpf"
 	"github.com/wallprof/wallprof/internal/groundtruth"
+	"github.com/wallprof/wallprof/internal/linux"
 	"github.com/wallprof/wallprof/internal/profile"
 )
 
@@ -68,7 +69,7 @@ func staleRecords(t *testing.T, flood string, timer bool) {
 	}
 	go s.Run(func(*RawSample) {})
 	planted := plantStale(t, s, pid, 4000)
-	steal0 := stealNow(t)
+	steal0, _ := linux.MachineSteal()
 	gate.Write([]byte("go\n"))
 	gate.Close()
 	if err := cmd.Wait(); err != nil {
@@ -78,7 +79,8 @@ func staleRecords(t *testing.T, flood string, timer bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	steal := stealNow(t) - steal0
+	steal1, _ := linux.MachineSteal()
+	steal := steal1 - steal0
 	m := regexp.MustCompile(`threads_per_s=(\d+) user_ns=(\d+) sys_ns=(\d+)`).FindStringSubmatch(stderr.String())
 	if m == nil {
 		t.Fatalf("no report from the workload:\n%s", stderr.String())
@@ -137,20 +139,4 @@ func plantStale(t *testing.T, s *Session, pid, n int) int {
 		planted++
 	}
 	return planted
-}
-
-// stealNow is the time the hypervisor has taken from this machine's CPUs
-// since it booted (/proc/stat, ticks of 10 ms).
-func stealNow(t *testing.T) time.Duration {
-	t.Helper()
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])
-	if len(f) < 9 {
-		t.Fatalf("/proc/stat: %q", f)
-	}
-	ticks, _ := strconv.ParseInt(f[8], 10, 64)
-	return time.Duration(ticks) * 10 * time.Millisecond
 }

@@ -2,14 +2,14 @@ package groundtruth
 
 import (
 	"debug/elf"
-	"os"
 	"os/exec"
 	"regexp"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wallprof/wallprof/internal/linux"
 )
 
 // within reports whether got is within frac of want.
@@ -19,21 +19,10 @@ func within(got, want time.Duration, frac float64) bool {
 }
 
 // stolen returns the time the hypervisor has taken from this machine's
-// CPUs (the steal column of /proc/stat, all CPUs), 0 where not reported.
+// CPUs (linux.MachineSteal), 0 where not reported.
 func stolen() time.Duration {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0]) // cpu user nice system idle iowait irq softirq steal
-	if len(f) < 9 || f[0] != "cpu" {
-		return 0
-	}
-	ticks, err := strconv.ParseUint(f[8], 10, 64)
-	if err != nil {
-		return 0
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ is 100 on Linux
+	d, _ := linux.MachineSteal()
+	return d
 }
 
 func TestCGT(t *testing.T) {

@@ -339,6 +339,28 @@ func ProcessExists(pid int) bool {
 	return err == nil || errors.Is(err, unix.EPERM)
 }
 
+// MachineSteal returns the time the hypervisor has taken from this
+// machine's CPUs since it booted: the steal column of /proc/stat's cpu line,
+// in ticks of USER_HZ (100 on Linux). 0 where the kernel does not report it.
+func MachineSteal() (time.Duration, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0]) // cpu user nice system idle iowait irq softirq steal
+	if len(f) < 2 || f[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: unexpected first line %q", f)
+	}
+	if len(f) < 9 {
+		return 0, nil
+	}
+	ticks, err := strconv.ParseUint(f[8], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("/proc/stat: steal %q: %w", f[8], err)
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
+}
+
 // CPUTime returns this process's user+system CPU time.
 func CPUTime() time.Duration {
 	var ru unix.Rusage
