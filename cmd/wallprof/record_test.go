@@ -731,12 +731,15 @@ func TestRecordCBursts(t *testing.T) {
 
 // TestRecordCBurstsOffCPUBudget records the bursts with the accounting at
 // each resumption (top's, the agent's, record -a's) and an off-CPU budget
-// that takes about a quarter of the stacks that come due (150 a second per
-// CPU): the samples left out are dropped, not deferred, and each thread's
-// off-CPU samples scaled to its time in each state, so every phase stays
-// within a point and a half. Deferring them to the thread's next
-// resumption instead gave the server's compute phase 15 points of blocked
-// time, and its wait on the pipe 8% of its 19.7%.
+// that leaves out a third to a half of the stacks of one period that come
+// due (150 a second per CPU): those left out are dropped, not deferred, and
+// each thread's thin samples scaled to its time in each state, so no phase
+// is biased. The bound is 3 points: thinned this much, the off-CPU sampling
+// is noisier (the worst phase 1.3, 1.3, 1.3 and 1.8 points off in four
+// runs, the crowd's naps); the designs that were biased were 12-15 points
+// off (the due weight deferred to the thread's next resumption: the
+// server's compute phase got 15 points of blocked time) and 51 (whole
+// samples dropped and all scaled: a 4 s wait given to the naps).
 func TestRecordCBurstsOffCPUBudget(t *testing.T) {
 	requireRecording(t)
 	cgt := groundtruth.Build(t, "cgt")
@@ -750,7 +753,7 @@ func TestRecordCBurstsOffCPUBudget(t *testing.T) {
 	if !strings.Contains(notes, "off-CPU stacks were held to 150 a second per CPU") {
 		t.Fatalf("no note of the off-CPU budget; the budget did not bind, or is not said:\n%s", notes)
 	}
-	checkPhasesWithin(t, p, truth, 1.5)
+	checkPhasesWithin(t, p, truth, 3)
 }
 
 // TestRecordCBurstsUnbiased49Hz records the bursts at 49 Hz, where a
