@@ -697,9 +697,8 @@ func recordBursts(t *testing.T, cgt string, flags ...string) (*profile.Profile, 
 // sampling period (3 ms of CPU, 5 ms asleep, 2 ms on a pipe, and a crowd of
 // short bursts wanting more CPUs than there are), at the default rate and at
 // 999 Hz: every phase's share of its thread's wall, on-CPU and off-CPU time
-// within a point of what the workload measured at 999 Hz, a point and a
-// half at the default rate, and no on-CPU time on the functions the threads
-// block in.
+// within a point and a half of what the workload measured, and no on-CPU
+// time on the functions the threads block in.
 //
 // At the default rate one recording's error is the walk's known bias (the
 // waits that end between a walk's instant and its read lose their samples
@@ -717,7 +716,13 @@ func TestRecordCBursts(t *testing.T) {
 		tol   float64
 	}{
 		{"default-rate", nil, 1.5},
-		{"999Hz", []string{"-F", "999"}, 1},
+		// At 999 Hz the bound was a point until 2026-11-27, when a CI
+		// run had the crowd's bursts 1.03 off; that day the worst phase
+		// of a run was 0.5-1.3 points off in six runs, three of them of
+		// the build before the session's changes (0.7, 0.9, 1.3): the
+		// noise of a busy host, not a change. doc/recorder.md has the
+		// distribution of earlier days.
+		{"999Hz", []string{"-F", "999"}, 1.5},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p, truth := recordBursts(t, cgt, c.flags...)
