@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 
@@ -118,6 +120,10 @@ func Open(plan Plan) (*Session, error) {
 				return nil, fmt.Errorf("load BPF program: %w", err)
 			}
 		}
+	} else {
+		// The programs its accounting attaches, now too; if the kernel
+		// refuses them, attach falls back or says why.
+		_, _ = s.ensure(s.plan.Attachment(s.features()).Tracing)
 	}
 	// The targets are known before any probe is attached, so that every
 	// thread they create from now on is seen being created.
@@ -208,53 +214,51 @@ func (s *Session) load() error {
 	// The task iterator of the end of a recording is loaded with the core
 	// unless the plan walks (loadEnd loads the walker's instead): the
 	// verifier takes tens of milliseconds over each (they carry the
-	// unwinder).
-	var d endObjects
-	core := func() error {
-		if s.plan.mayWalk() {
-			return s.spec.LoadAndAssign(&s.objs.core, nil)
-		}
-		var o struct {
-			coreObjects
-			endObjects
-		}
-		err := s.spec.LoadAndAssign(&o, nil)
-		s.objs.core, d = o.coreObjects, o.endObjects
-		return err
+	// unwinder). The programs that only some accountings attach are
+	// loaded when an attachment needs them (ensure): the verifier spends
+	// 0.3-0.4 s of CPU on those a walk does not use.
+	if s.plan.mayWalk() {
+		return s.spec.LoadAndAssign(&s.objs.core, nil)
 	}
-	defer func() { s.objs.dump = d.Dump }()
-	if s.plan.NoExitTP {
-		return core()
-	}
-	// In the same load as the core (a second collection would cost its
-	// BTF processing again: ~25 ms of CPU). A kernel without the
-	// tracepoint refuses it: then the core alone.
 	var o struct {
 		coreObjects
 		endObjects
-		OnSchedExit *ebpf.Program `ebpf:"on_sched_exit"`
-		OnResume    *ebpf.Program `ebpf:"on_resume"`
-		OnTaskExit  *ebpf.Program `ebpf:"on_task_exit"`
 	}
-	var err error
-	if s.plan.mayWalk() {
-		var w struct {
-			coreObjects
-			OnSchedExit *ebpf.Program `ebpf:"on_sched_exit"`
-			OnResume    *ebpf.Program `ebpf:"on_resume"`
-			OnTaskExit  *ebpf.Program `ebpf:"on_task_exit"`
+	err := s.spec.LoadAndAssign(&o, nil)
+	s.objs.core, s.objs.dump = o.coreObjects, o.Dump
+	return err
+}
+
+// lazyPrograms are the tracepoint programs that not every accounting
+// attaches, loaded by ensure when one does.
+var lazyPrograms = map[string]bool{
+	progSwitch: true, progSysExit: true, progSchedExit: true, progResume: true, progTaskExit: true,
+}
+
+// ensure loads those of names (programs an attachment needs) that are
+// lazyPrograms not loaded yet, in one collection, and more along with
+// them (the walker's, which are not lazyPrograms).
+func (s *Session) ensure(names []string, more ...string) ([]*ebpf.Program, error) {
+	var missing []string
+	for _, n := range names {
+		if lazyPrograms[n] && s.objs.tracing[n] == nil && !slices.Contains(missing, n) {
+			missing = append(missing, n)
 		}
-		err = s.spec.LoadAndAssign(&w, nil)
-		o.coreObjects, o.OnSchedExit, o.OnResume, o.OnTaskExit = w.coreObjects, w.OnSchedExit, w.OnResume, w.OnTaskExit
-	} else {
-		err = s.spec.LoadAndAssign(&o, nil)
 	}
+	if len(missing) == 0 && len(more) == 0 {
+		return nil, nil
+	}
+	progs, err := s.loadOptionals(append(more, missing...)...)
 	if err != nil {
-		return core()
+		return nil, err
 	}
-	s.objs.core, s.objs.exitTP, d = o.coreObjects, o.OnSchedExit, o.endObjects
-	s.objs.resume, s.objs.taskExit = o.OnResume, o.OnTaskExit
-	return nil
+	if s.objs.tracing == nil {
+		s.objs.tracing = map[string]*ebpf.Program{}
+	}
+	for i, n := range missing {
+		s.objs.tracing[n] = progs[len(more)+i]
+	}
+	return progs[:len(more)], nil
 }
 
 // endObjects is the task iterator that takes the stacks of threads still
@@ -268,7 +272,9 @@ type endObjects struct {
 // core, unless the plan walks).
 func (s *Session) loadEnd(walk bool) error {
 	if walk {
-		progs, err := s.loadOptionals(progWalkStates, progWalkStacks)
+		// With the tracepoint programs its attachment needs.
+		a := s.plan.Attachment(s.features())
+		progs, err := s.ensure(a.Tracing, progWalkStates, progWalkStacks)
 		if err != nil {
 			return fmt.Errorf("load thread walker: %w", err)
 		}
@@ -288,6 +294,18 @@ func (s *Session) loadEnd(walk bool) error {
 	}
 	s.objs.dump = p
 	return nil
+}
+
+// hasExitTP reports whether the kernel has the sched_exit_tp tracepoint
+// (Linux 6.16+) that the walk and the resumption accounting need, from
+// its BTF (which the programs are loaded against anyway).
+func hasExitTP() bool {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return false
+	}
+	_, err = spec.AnyTypeByName("btf_trace_sched_exit_tp")
+	return err == nil
 }
 
 // hasSchedstat reports whether the kernel keeps schedstat's run-queue wait
@@ -328,7 +346,7 @@ func (s *Session) attach() error {
 // features probes what the kernel offers (Features).
 func (s *Session) features() Features {
 	return Features{
-		ExitTP:    s.objs.exitTP != nil && s.objs.resume != nil && s.objs.taskExit != nil,
+		ExitTP:    !s.plan.NoExitTP && hasExitTP(),
 		Schedstat: hasSchedstat(),
 		Kprobes:   linux.HasKprobes(),
 	}
@@ -337,24 +355,14 @@ func (s *Session) features() Features {
 // program returns the loaded program of a C name (nil if not loaded).
 func (s *Session) program(name string) *ebpf.Program {
 	switch name {
-	case progSwitch:
-		return s.objs.core.OnSwitch
 	case progWakeup:
 		return s.objs.core.OnWakeup
 	case progWakeupNew:
 		return s.objs.core.OnWakeupNew
 	case progFork:
 		return s.objs.core.OnFork
-	case progSysExit:
-		return s.objs.core.OnSysExit
-	case progSchedExit:
-		return s.objs.exitTP
-	case progResume:
-		return s.objs.resume
-	case progTaskExit:
-		return s.objs.taskExit
 	}
-	return nil
+	return s.objs.tracing[name]
 }
 
 // attachTable sets the program up for a and attaches its programs.
@@ -374,6 +382,9 @@ func (s *Session) attachTable(a Attachment) error {
 		if err := s.loadEnd(false); err != nil {
 			return err
 		}
+	}
+	if _, err := s.ensure(a.Tracing); err != nil {
+		return fmt.Errorf("load scheduler tracepoint programs: %w", err)
 	}
 	if a.Walk {
 		if s.objs.walk[0] == nil {
@@ -753,12 +764,11 @@ func (s *Session) lostCounts() map[string]uint64 {
 // optional programs that could be loaded on this kernel.
 type objects struct {
 	core coreObjects
-	// exitTP runs at sched_exit_tp (a switched-in thread's own context),
-	// where the kernel has it (Linux 6.16+); nil otherwise.
-	exitTP *ebpf.Program
-	// resume and taskExit do the whole accounting at sched_exit_tp and
-	// sched_process_exit (resume mode, see on_resume); loaded with exitTP.
-	resume, taskExit *ebpf.Program
+	// tracing are the lazyPrograms loaded, by C name: on_switch and
+	// on_sys_exit (switch-time accounting), on_sched_exit (its user stacks
+	// at sched_exit_tp, Linux 6.16+), on_resume and on_task_exit (the
+	// resumption accounting; on_task_exit the walk's too).
+	tracing map[string]*ebpf.Program
 	// dump takes the stacks of threads still off CPU at the end (not in
 	// walk mode), walk are walk_states and walk_stacks (walk mode): one or
 	// the other is loaded (Session.loadEnd).
@@ -772,11 +782,9 @@ type objects struct {
 
 // coreObjects are the programs and maps that every recording needs.
 type coreObjects struct {
-	OnSwitch    *ebpf.Program  `ebpf:"on_switch"`
 	OnWakeup    *ebpf.Program  `ebpf:"on_wakeup"`
 	OnWakeupNew *ebpf.Program  `ebpf:"on_wakeup_new"`
 	OnFork      *ebpf.Program  `ebpf:"on_fork"`
-	OnSysExit   *ebpf.Program  `ebpf:"on_sys_exit"`
 	OnCpuSample *ebpf.Program  `ebpf:"on_cpu_sample"`
 	Events      *ebpf.Map      `ebpf:"events"`
 	Lost        *ebpf.Map      `ebpf:"lost"`
@@ -787,7 +795,8 @@ type coreObjects struct {
 	Stash       *ebpf.Map      `ebpf:"stash"`
 	Scratch     *ebpf.Map      `ebpf:"scratch"`
 	CPUIn       *ebpf.Map      `ebpf:"cpu_in"`
-	BSS         *ebpf.Map      `ebpf:".bss"` // start_ns and the clock offset, shared with optional programs
+	BSS         *ebpf.Map      `ebpf:".bss"`  // start_ns and the clock offset, shared with optional programs
+	Data        *ebpf.Map      `ebpf:".data"` // walk_full, shared with the walk timer's programs
 	UnwRows     *ebpf.Map      `ebpf:"unw_rows"`
 	UnwFiles    *ebpf.Map      `ebpf:"unw_files"`
 	UnwProcs    *ebpf.Map      `ebpf:"unw_procs"`
@@ -818,8 +827,12 @@ type coreObjects struct {
 
 func (o *objects) programs() []*ebpf.Program {
 	c := &o.core
-	return append([]*ebpf.Program{c.OnSwitch, c.OnWakeup, c.OnWakeupNew, c.OnFork, c.OnSysExit,
-		c.OnCpuSample, o.exitTP, o.resume, o.taskExit, o.dump, o.walk[0], o.walk[1], o.walkTimer[0], o.walkTimer[1]}, o.optional...)
+	ps := append([]*ebpf.Program{c.OnWakeup, c.OnWakeupNew, c.OnFork,
+		c.OnCpuSample, o.dump, o.walk[0], o.walk[1], o.walkTimer[0], o.walkTimer[1]}, o.optional...)
+	for _, p := range o.tracing {
+		ps = append(ps, p)
+	}
+	return ps
 }
 
 func (o *objects) Close() error {
@@ -828,9 +841,10 @@ func (o *objects) Close() error {
 			p.Close()
 		}
 	}
-	o.optional, o.exitTP, o.resume, o.taskExit, o.dump, o.walk, o.walkTimer = nil, nil, nil, nil, nil, [2]*ebpf.Program{}, [2]*ebpf.Program{}
+	o.optional, o.tracing, o.dump, o.walk, o.walkTimer = nil, nil, nil, [2]*ebpf.Program{}, [2]*ebpf.Program{}
 	c := &o.core
 	for _, m := range []*ebpf.Map{c.Events, c.Lost, c.Pendings, c.Targets, c.Tgids, c.Threads, c.Stash, c.Scratch, c.CPUIn, c.BSS,
+		c.Data,
 		c.UnwRows, c.UnwFiles, c.UnwProcs, c.UnwMaps, c.UnwFrames, c.UnwIterFr, c.WalkTimers, c.WalkWake, c.WalkKbufs} {
 		if m != nil {
 			m.Close()
@@ -871,7 +885,7 @@ func (s *Session) loadOptionals(names ...string) ([]*ebpf.Program, error) {
 		"events": s.objs.core.Events, "lost": s.objs.core.Lost, "pendings": s.objs.core.Pendings,
 		"targets": s.objs.core.Targets, "tgids": s.objs.core.Tgids, "threads": s.objs.core.Threads,
 		"stash": s.objs.core.Stash, "scratch": s.objs.core.Scratch,
-		"cpu_in": s.objs.core.CPUIn, ".bss": s.objs.core.BSS,
+		"cpu_in": s.objs.core.CPUIn, ".bss": s.objs.core.BSS, ".data": s.objs.core.Data,
 		"unw_rows": s.objs.core.UnwRows, "unw_files": s.objs.core.UnwFiles,
 		"unw_procs": s.objs.core.UnwProcs, "unw_frames": s.objs.core.UnwFrames,
 		"unw_maps": s.objs.core.UnwMaps, "unw_iter_frames": s.objs.core.UnwIterFr,
