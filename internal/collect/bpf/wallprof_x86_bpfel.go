@@ -178,6 +178,19 @@ type WallprofUnwProc struct {
 	Gen      uint32
 }
 
+type WallprofUnwRcache struct {
+	_ structs.HostLayout
+	E [128]struct {
+		_    structs.HostLayout
+		Pc   uint64
+		Tgid uint32
+		Gen  uint32
+		Idx  int32
+		Row  WallprofUnwRow
+		Pad  uint32
+	}
+}
+
 type WallprofUnwRow struct {
 	_      structs.HostLayout
 	Pc     uint32
@@ -228,6 +241,7 @@ const (
 	WallprofMapUnwIterFrames    = "unw_iter_frames"
 	WallprofMapUnwMaps          = "unw_maps"
 	WallprofMapUnwProcs         = "unw_procs"
+	WallprofMapUnwRcache        = "unw_rcache"
 	WallprofMapUnwRows          = "unw_rows"
 	WallprofMapWalkKbufs        = "walk_kbufs"
 	WallprofMapWalkTimers       = "walk_timers"
@@ -369,6 +383,7 @@ type WallprofMapSpecs struct {
 	UnwIterFrames *ebpf.MapSpec `ebpf:"unw_iter_frames"`
 	UnwMaps       *ebpf.MapSpec `ebpf:"unw_maps"`
 	UnwProcs      *ebpf.MapSpec `ebpf:"unw_procs"`
+	UnwRcache     *ebpf.MapSpec `ebpf:"unw_rcache"`
 	UnwRows       *ebpf.MapSpec `ebpf:"unw_rows"`
 	WalkKbufs     *ebpf.MapSpec `ebpf:"walk_kbufs"`
 	WalkTimers    *ebpf.MapSpec `ebpf:"walk_timers"`
@@ -454,6 +469,7 @@ type WallprofMaps struct {
 	UnwIterFrames *ebpf.Map `ebpf:"unw_iter_frames"`
 	UnwMaps       *ebpf.Map `ebpf:"unw_maps"`
 	UnwProcs      *ebpf.Map `ebpf:"unw_procs"`
+	UnwRcache     *ebpf.Map `ebpf:"unw_rcache"`
 	UnwRows       *ebpf.Map `ebpf:"unw_rows"`
 	WalkKbufs     *ebpf.Map `ebpf:"walk_kbufs"`
 	WalkTimers    *ebpf.Map `ebpf:"walk_timers"`
@@ -480,6 +496,7 @@ func (m *WallprofMaps) Close() error {
 		m.UnwIterFrames,
 		m.UnwMaps,
 		m.UnwProcs,
+		m.UnwRcache,
 		m.UnwRows,
 		m.WalkKbufs,
 		m.WalkTimers,

@@ -738,9 +738,37 @@ struct unw_ctx {
 	u64 g;    /* R14 at the sample: the goroutine, in Go code */
 	u64 prev; /* the previous frame's pc */
 	u32 jumped;
+	u32 gen; /* the process's tables (unw_proc.gen): the row cache's key */
 	u64 cgocb_lo, cgocb_hi, goexit_lo, goexit_hi; /* from the process's entry */
 	struct unw_cache k;
 };
+
+/* The row cache: the outcome of unw_lookup at a pc of a process's tables,
+ * per CPU and slot (the timer's interrupts the tracepoints'), direct-mapped.
+ * A thread on a CPU comes back to the same few return addresses sample
+ * after sample, and the searches (of the mappings, then of the rows: each
+ * step of a bpf_loop an indirect call) were most of a sample's time: 3 of
+ * its 4 us at 999 Hz. Keyed by the process's gen, which user space makes
+ * new at every load of its tables (a table that arrives later, an exec, a
+ * process id reused): an entry stays right for as long as it can match. */
+#define UNW_RC_SIZE 128
+struct unw_rc_entry {
+	u64 pc;
+	u32 tgid;
+	u32 gen; /* 0: empty */
+	s32 idx; /* unw_lookup's result: -1 no table, -2 no mapping */
+	struct unw_row row; /* the row, when idx >= 0 */
+	u32 pad;
+};
+struct unw_rcache {
+	struct unw_rc_entry e[UNW_RC_SIZE];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, u32);
+	__type(value, struct unw_rcache);
+} unw_rcache SEC(".maps");
 
 /* A binary search's state: the first element after pc lies in
  * [base, base+len). Each step is a bpf_loop iteration, so that the verifier
@@ -812,6 +840,7 @@ static __always_inline bool unw_ctx_init(struct unw_ctx *c, u32 tgid)
 		return false;
 	c->k.map_first = p->slot * UNW_MAX_MAPS;
 	c->k.map_n = p->n;
+	c->gen = p->gen;
 	c->cgocb_lo = p->cgocb_lo;
 	c->cgocb_hi = p->cgocb_hi;
 	c->goexit_lo = p->goexit_lo;
@@ -924,14 +953,65 @@ __attribute__((noinline)) int unw_lookup(struct unw_cache *k, u64 pc)
 	return unw_row_at(k->f_start, count, k->f_buckets, k->f_shift, rel);
 }
 
-/* unw_find returns the row in effect at pc, or NULL where no table covers
- * it (c's mapping moves to pc's). */
-static __always_inline struct unw_row *unw_find(struct unw_ctx *c, u64 pc)
+/* unw_lookup_row is unw_lookup through the row cache of c's slot, with
+ * the row copied to *row (found or not, the walk goes on with its own copy
+ * on the stack: the same state for the verifier either way, and the row's
+ * page of unw_rows, 16 MiB read at random, untouched on a hit). A global
+ * function, as unw_lookup: the verifier checks it once. */
+__attribute__((noinline)) int unw_lookup_row(struct unw_ctx *c, u64 pc, struct unw_row *row)
 {
-	int idx = unw_lookup(&c->k, pc);
-	if (idx < 0)
+	if (!c || !row)
+		return -2;
+	struct unw_rc_entry *ce = NULL;
+	u32 slot = c->slot;
+	struct unw_rcache *rc = bpf_map_lookup_elem(&unw_rcache, &slot);
+	if (rc && c->gen) {
+		u32 h = (u32)(pc ^ (pc >> 7) ^ c->tgid) & (UNW_RC_SIZE - 1);
+		ce = &rc->e[h];
+		if (ce->pc == pc && ce->tgid == c->tgid && ce->gen == c->gen) {
+			*row = ce->row;
+			return ce->idx;
+		}
+	}
+	int i = unw_lookup(&c->k, pc);
+	struct unw_row *r = NULL;
+	if (i >= 0) {
+		u32 key = i;
+		r = bpf_map_lookup_elem(&unw_rows, &key);
+		if (!r)
+			i = -1;
+	}
+	if (r)
+		*row = *r;
+	if (ce) {
+		ce->gen = 0; /* written whole before it can match */
+		ce->pc = pc;
+		ce->tgid = c->tgid;
+		ce->idx = i;
+		if (r)
+			ce->row = *r;
+		ce->gen = c->gen;
+	}
+	return i;
+}
+
+/* unw_find returns the row in effect at pc, or NULL where no table covers
+ * it (c's mapping moves to pc's, unless the row cache knew it), in *row
+ * when it comes from the cache; *idx is unw_lookup's result. cache:
+ * through the row cache of c's slot (not from a task iterator, which may
+ * move between CPUs). */
+static __always_inline struct unw_row *unw_find(struct unw_ctx *c, u64 pc, int *idx, bool cache, struct unw_row *row)
+{
+	if (cache) {
+		int i = unw_lookup_row(c, pc, row);
+		*idx = i;
+		return i >= 0 ? row : NULL;
+	}
+	int i = unw_lookup(&c->k, pc);
+	*idx = i;
+	if (i < 0)
 		return NULL;
-	u32 key = idx;
+	u32 key = i;
 	return bpf_map_lookup_elem(&unw_rows, &key);
 }
 
@@ -975,7 +1055,8 @@ static __always_inline bool unw_cgo_jump(struct unw_ctx *c, struct task_struct *
 
 /* unw_step_in records the frame at c->ip in fr and moves c to its caller;
  * it returns 1 to stop (c->why says why). */
-static __always_inline long unw_step_in(u64 i, struct unw_ctx *c, struct unw_frames *fr, struct task_struct *task)
+static __always_inline long unw_step_in(u64 i, struct unw_ctx *c, struct unw_frames *fr, struct task_struct *task,
+					bool cache)
 {
 	if (!fr) {
 		c->why = UNWR_INTERNAL;
@@ -996,7 +1077,9 @@ static __always_inline long unw_step_in(u64 i, struct unw_ctx *c, struct unw_fra
 	u32 n = i;
 	/* A return address may be just past its function's last instruction. */
 	u64 pc = n ? c->ip - 1 : c->ip;
-	struct unw_row *r = unw_find(c, pc);
+	int idx;
+	struct unw_row rowbuf = {};
+	struct unw_row *r = unw_find(c, pc, &idx, cache, &rowbuf);
 	u8 kind = r ? r->kind : UNW_NONE;
 	u8 bp_at_rbp = kind & UNW_BP_AT_RBP;
 	u64 cfa_off = r ? r->cfa_off : 0;
@@ -1077,14 +1160,14 @@ static long unw_step(u64 i, void *arg)
 {
 	struct unw_ctx *c = arg;
 	u32 slot = c->slot;
-	return unw_step_in(i, c, bpf_map_lookup_elem(&unw_frames, &slot), NULL);
+	return unw_step_in(i, c, bpf_map_lookup_elem(&unw_frames, &slot), NULL, true);
 }
 
 static long unw_step_task(u64 i, void *arg)
 {
 	struct unw_ctx *c = arg;
 	u32 zero = 0;
-	return unw_step_in(i, c, bpf_map_lookup_elem(&unw_iter_frames, &zero), c->task);
+	return unw_step_in(i, c, bpf_map_lookup_elem(&unw_iter_frames, &zero), c->task, false);
 }
 
 /* unwind_regs walks the user stack of process tgid from ip, sp and bp into
@@ -1103,7 +1186,9 @@ __attribute__((noinline)) int unwind_regs(u64 ip, u64 sp, u64 bp, u64 g, u64 tgi
 	struct unw_ctx c = {.ip = ip, .sp = sp, .bp = bp, .tgid = tgid, .slot = slot, .why = UNWR_DEPTH, .g = g};
 	if (!unw_ctx_init(&c, tgid))
 		return 0;
-	u32 nomap = unw_lookup(&c.k, ip) == -2 ? UNW_NOMAP : 0;
+	struct unw_row row;
+	int idx = unw_lookup_row(&c, ip, &row); /* frame 0's row, cached for the walk */
+	u32 nomap = idx == -2 ? UNW_NOMAP : 0;
 	bpf_loop(MAX_STACK, unw_step, &c, 0);
 	u32 n = c.n;
 	if (n > MAX_STACK)
