@@ -8,7 +8,7 @@
 # Starts bench/goroutines/server with N parked goroutines under RATE
 # requests/s (wallprof load), records it attached for DURATION seconds at
 # FREQ Hz (the goroutine view on, as by default), prints wallprof's VmRSS
-# and VmHWM every STEP seconds, its own summary lines at the end, then
+# and VmHWM (and the anonymous and file-backed parts of VmRSS) every STEP seconds, its own summary lines at the end, then
 # runs `wallprof report` and `wallprof flame` on the profile ROUNDS times
 # each and prints the median wall time and peak RSS of each.
 #
@@ -65,13 +65,13 @@ pids+=($wpid)
 
 mb() { awk -v k="$2:" '$1 == k {printf "%.1f", $2 / 1024}' "/proc/$1/status" 2>/dev/null || echo -; }
 echo "recordmem: server pid $spid ($N goroutines, $RATE requests/s), wallprof pid $wpid at $FREQ Hz for ${DURATION}s; output in $OUT"
-printf '%8s %10s %10s\n' seconds VmRSS_MB VmHWM_MB
+printf '%8s %10s %10s %10s %10s\n' seconds VmRSS_MB VmHWM_MB RssAnon_MB RssFile_MB
 t=0
 while ((t + STEP <= DURATION)); do
 	sleep "$STEP"
 	t=$((t + STEP))
 	kill -0 "$wpid" 2>/dev/null || break
-	printf '%8d %10s %10s\n' "$t" "$(mb "$wpid" VmRSS)" "$(mb "$wpid" VmHWM)" | tee -a "$OUT/rss.txt"
+	printf '%8d %10s %10s %10s %10s\n' "$t" "$(mb "$wpid" VmRSS)" "$(mb "$wpid" VmHWM)" "$(mb "$wpid" RssAnon)" "$(mb "$wpid" RssFile)" | tee -a "$OUT/rss.txt"
 done
 wait "$wpid" || die "wallprof record failed: $(tail -3 "$OUT/record.log")"
 grep -E 'wrote|peak memory|wallprof cost' "$OUT/record.log" || true
