@@ -63,6 +63,13 @@ type walker struct {
 	// timer runs the first pass from a BPF timer (walktimer.go), nil:
 	// the goroutine runs both.
 	timer *walkTimer
+	// spare are the second pass's files of a walk that did not need them,
+	// for spareFor's iterators: an iterator's file runs its program over
+	// the tasks when it is read, not when it is opened, so the next walk
+	// takes them rather than opening its own (a file's open and close were
+	// a fifth of the walker's CPU on a target that never blocks).
+	spare    []io.ReadCloser
+	spareFor []walkIters
 }
 
 // walkerObjects are the walk's programs and the variables it reads.
@@ -224,12 +231,29 @@ func (w *walker) open() ([]io.ReadCloser, []walkIters, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	second, err := openPass(iters, 1)
-	if err != nil {
-		closeAll(first)
-		return nil, nil, err
+	second := w.takeSpare(iters)
+	if second == nil {
+		if second, err = openPass(iters, 1); err != nil {
+			closeAll(first)
+			return nil, nil, err
+		}
 	}
 	return append(first, second...), iters, nil
+}
+
+// takeSpare returns the spare second-pass files if they are iters's, and
+// closes them otherwise. Called with w.mu held.
+func (w *walker) takeSpare(iters []walkIters) []io.ReadCloser {
+	files, same := w.spare, len(w.spareFor) == len(iters)
+	for i := 0; same && i < len(iters); i++ {
+		same = w.spareFor[i] == iters[i]
+	}
+	w.spare, w.spareFor = nil, nil
+	if !same {
+		closeAll(files)
+		return nil
+	}
+	return files
 }
 
 func openPass(iters []walkIters, pass int) ([]io.ReadCloser, error) {
@@ -254,7 +278,7 @@ func openPass(iters []walkIters, pass int) ([]io.ReadCloser, error) {
 func (w *walker) read(files []io.ReadCloser, iters []walkIters) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	defer closeAll(files)
+	defer func() { closeAll(files) }()
 	gone := map[uint32]bool{}
 	for i, f := range files[:len(iters)] {
 		n, err := w.run1(f)
@@ -270,7 +294,10 @@ func (w *walker) read(files []io.ReadCloser, iters []walkIters) error {
 	}
 	if w.pending != nil {
 		var n uint32
-		if err := w.pending.Get(&n); err == nil && n == 0 {
+		if err := w.pending.Get(&n); err == nil && n == 0 && len(gone) == 0 {
+			// Unread: the next walk's, if it walks the same processes.
+			w.spare, w.spareFor = files[len(iters):], iters
+			files = files[:len(iters)]
 			return nil
 		}
 	}
@@ -492,5 +519,6 @@ func (w *walker) close() {
 	w.halt()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	closeAll(w.takeSpare(nil))
 	w.closeIters()
 }
