@@ -143,7 +143,7 @@ func (w *walker) run() {
 		if next < now {
 			next = now // late: from now on
 		}
-		linux.SleepUntil(next)
+		linux.SleepUntilHeld(next)
 		select {
 		case <-w.quit:
 			closeAll(files)

@@ -51,6 +51,27 @@ func SleepUntil(t uint64) {
 	}
 }
 
+// SleepUntilHeld is SleepUntil without telling the Go runtime: the
+// goroutine keeps its P through the sleep, as if it ran. The runtime's
+// sysmon hands the P of a goroutine in a system call to another thread
+// when it finds it there twice, and wakes that thread; each return then
+// takes a P back and wakes sysmon, which polls every 20 µs for a while. A
+// goroutine that sleeps a millisecond a thousand times a second kept sysmon
+// awake: held, it is a goroutine that runs. It must yield now and then
+// (runtime.Gosched) within 10 ms, or sysmon sends it a preemption signal,
+// which ends the sleep early (the sleep resumes). A stop of the world
+// waits for the sleep to end (its signal ends it at once).
+func SleepUntilHeld(t uint64) {
+	ts := unix.NsecToTimespec(int64(t))
+	for {
+		_, _, e := unix.RawSyscall6(unix.SYS_CLOCK_NANOSLEEP, unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME,
+			uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+		if e != unix.EINTR {
+			return
+		}
+	}
+}
+
 // TaskIterLink creates the link of a BPF task iterator (progFD, a program
 // of attach type BPF_TRACE_ITER on "task") that visits the threads of
 // process pid alone (Linux 6.1+), and returns its file descriptor.
