@@ -99,6 +99,10 @@ var latencyToolchains = []string{"go1.22.12", "go1.23.12", "go1.24.13", "go1.25.
 // the program's own timing; stripped and not, built by the installed Go
 // (100,000 calls) and by Go 1.22 to 1.25 (20,000 calls each, to keep the
 // test short).
+// starvedP99 is a p99 of the ground truth's own timing past which the
+// host, not the probes, set the calls' durations (see TestLatencyGroundTruth).
+const starvedP99 = 200 * time.Millisecond
+
 func TestLatencyGroundTruth(t *testing.T) {
 	requireRecording(t)
 	// The program's timing of a call holds the probes' traps (the entry
@@ -130,27 +134,41 @@ func TestLatencyGroundTruth(t *testing.T) {
 		}
 		t.Run(fmt.Sprintf("%s/stripped=%v", name, v.strip), func(t *testing.T) {
 			bin := latencyTarget(t, v.strip, v.toolchain)
-			out := filepath.Join(t.TempDir(), "truth.json")
-			target := startTarget(t, bin, "-calls", strconv.Itoa(v.calls), "-goroutines", "256", "-out", out)
-			wp, stdout, stderr, done := startLatency(t, target.Process.Pid, "main.handle")
-			start := time.Now()
-			if err := target.Process.Signal(syscall.SIGUSR1); err != nil {
-				t.Fatal(err)
-			}
-			if err := target.Wait(); err != nil {
-				t.Fatalf("target: %v (crashed under the probes?)", err)
-			}
-			took := time.Since(start)
-			<-done
-			if err := wp.Wait(); err != nil {
-				t.Fatalf("wallprof latency: %v\n%s", err, stderr.String())
-			}
-			t.Logf("%d calls in %v; %s", v.calls, took.Round(time.Millisecond), strings.TrimSpace(stderr.String()))
 			var truth latencyTruth
-			readJSON(t, out, &truth)
 			var rep latency.Report
-			if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-				t.Fatalf("output is not JSON: %v\n%s", err, stdout.String())
+			// A host that stalls the program (a call sleeps at most 10 ms;
+			// its p99 is 18-40 ms here, and once in a CI run 650 ms, its
+			// p50 doubled) stretches the gap between the program's clock
+			// reads and the probes past the tolerance below: such a run
+			// judges nothing, and is made once more.
+			for try := 0; ; try++ {
+				out := filepath.Join(t.TempDir(), "truth.json")
+				target := startTarget(t, bin, "-calls", strconv.Itoa(v.calls), "-goroutines", "256", "-out", out)
+				wp, stdout, stderr, done := startLatency(t, target.Process.Pid, "main.handle")
+				start := time.Now()
+				if err := target.Process.Signal(syscall.SIGUSR1); err != nil {
+					t.Fatal(err)
+				}
+				if err := target.Wait(); err != nil {
+					t.Fatalf("target: %v (crashed under the probes?)", err)
+				}
+				took := time.Since(start)
+				<-done
+				if err := wp.Wait(); err != nil {
+					t.Fatalf("wallprof latency: %v\n%s", err, stderr.String())
+				}
+				t.Logf("%d calls in %v; %s", v.calls, took.Round(time.Millisecond), strings.TrimSpace(stderr.String()))
+				truth = latencyTruth{}
+				readJSON(t, out, &truth)
+				rep = latency.Report{}
+				if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+					t.Fatalf("output is not JSON: %v\n%s", err, stdout.String())
+				}
+				if try == 0 && time.Duration(truth.P99Ns) > starvedP99 {
+					t.Logf("the program's own p99 was %v (a call sleeps at most 10 ms): the host stalled it; once more", time.Duration(truth.P99Ns))
+					continue
+				}
+				break
 			}
 			if rep.Format != latency.Format || len(rep.Functions) != 1 || !rep.TargetExited {
 				t.Fatalf("report: format %q, %d functions, target exited %v", rep.Format, len(rep.Functions), rep.TargetExited)
