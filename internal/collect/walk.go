@@ -119,6 +119,13 @@ func (w *walker) run() {
 	// block rather than when they run. (Where the slice is refused, an
 	// ordinary thread.)
 	_ = linux.LockPrompt()
+	// Asleep, it keeps its P (SleepUntilHeld) where there is another for
+	// wallprof's other goroutines: with one (GOMAXPROCS=1, a container
+	// given one CPU), they would run only when it yields.
+	sleep := linux.SleepUntil
+	if runtime.GOMAXPROCS(0) >= 2 {
+		sleep = linux.SleepUntilHeld
+	}
 	next := linux.Monotonic()
 	rng := rand.New(rand.NewPCG(next, uint64(os.Getpid())))
 	var yielded uint64
@@ -143,7 +150,7 @@ func (w *walker) run() {
 		if next < now {
 			next = now // late: from now on
 		}
-		linux.SleepUntilHeld(next)
+		sleep(next)
 		select {
 		case <-w.quit:
 			closeAll(files)
