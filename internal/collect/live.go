@@ -73,7 +73,7 @@ func (s *Session) threadName(pid, tid uint32) string {
 }
 
 // closeResumed adds to st, a thread's record in resume mode, the interval
-// since its latest resumption, from its counters in /proc.
+// since its latest resumption, from its counters in /proc (splitResumed).
 func closeResumed(st *ThreadState, tid uint32, now uint64) {
 	if !st.Based || now <= st.InTS {
 		return
@@ -82,17 +82,34 @@ func closeResumed(st *ThreadState, tid uint32, now uint64) {
 	if err != nil {
 		return // gone: its exit event will have the totals
 	}
-	span := now - st.InTS
-	cpu := min(sub(c.ExecNs, st.LastExec), span)
-	off := span - cpu
-	run := min(sub(c.RunDelayNs, st.RdOut), off)
-	k := profile.Sleeping
+	state := byte('S')
 	if t, err := linux.ReadTask(int(st.PID), int(tid)); err == nil {
-		k = stateOf(t.State)
+		state = t.State
 	}
+	splitResumed(st, c.ExecNs, c.RunDelayNs, state, now)
+}
+
+// splitResumed adds to st the interval since its latest resumption (InTS)
+// to now: the CPU time its counter gained since (execNs), the waits for a
+// CPU that ended since (runDelayNs, schedstat's, which counts a wait when
+// it ends), and the rest off CPU in the kind of wait its /proc state
+// letter says it is in now. A thread in state R (woken, not on a CPU yet,
+// or preempted) is in a wait whose kind /proc does not say: blocked until
+// a wake-up and runnable since, or runnable throughout. That part is left
+// out until its resumption gives its exact split; counted as runnable, the
+// whole of a 5 s sleep that a live view's tick caught in the instant after
+// its wake-up was counted so, and then again as sleeping once the thread
+// ran (the agent's windows added up to 168% of a thread's life, CI).
+func splitResumed(st *ThreadState, execNs, runDelayNs uint64, state byte, now uint64) {
+	span := now - st.InTS
+	cpu := min(sub(execNs, st.LastExec), span)
+	off := span - cpu
+	run := min(sub(runDelayNs, st.RdOut), off)
 	st.Time[profile.OnCPU] += cpu
 	st.Time[profile.Runnable] += run
-	st.Time[k] += off - run
+	if state != 'R' {
+		st.Time[stateOf(state)] += off - run
+	}
 }
 
 // stateOf is the state a /proc state letter counts its thread in, for time
@@ -149,6 +166,9 @@ type Live struct {
 	periodNs uint64
 	prev     map[*aggEntry]int64
 	prevT    map[uint32][profile.NumStates]uint64
+	// prevFirst is each thread's FirstNs at the last tick: another is a
+	// new record under its id.
+	prevFirst map[uint32]uint64
 	// extra are entries made here: the unsampled and unseen ones, and the
 	// latest stack of a state applied to time no sample covers.
 	extra map[extraKey]*aggEntry
@@ -171,7 +191,7 @@ type bucket struct {
 // startNs (Session.StartNs), sampled every periodNs, summed by a.
 func NewLive(a *Aggregator, startNs, periodNs uint64, keep int) *Live {
 	l := &Live{a: a, keep: max(keep, 1), startNs: startNs, periodNs: periodNs, prev: map[*aggEntry]int64{},
-		prevT: map[uint32][profile.NumStates]uint64{}, extra: map[extraKey]*aggEntry{}, carried: map[threadState]int64{},
+		prevT: map[uint32][profile.NumStates]uint64{}, prevFirst: map[uint32]uint64{}, extra: map[extraKey]*aggEntry{}, carried: map[threadState]int64{},
 		pidOf: map[uint32]uint32{}}
 	a.live = l
 	return l
@@ -204,6 +224,7 @@ func (l *Live) folded(tid, into uint32) {
 	}
 	l.prevT[into] = q
 	delete(l.prevT, tid)
+	delete(l.prevFirst, tid)
 }
 
 // Tick closes a bucket at now, with threads the totals Session.Peek gave
@@ -234,11 +255,22 @@ func (l *Live) Tick(threads []*ThreadRecord, now uint64) {
 	// What each thread gained.
 	for _, t := range threads {
 		var d [profile.NumStates]uint64
-		p := l.prevT[t.TID]
+		p, seen := l.prevT[t.TID]
 		for i := range d {
 			d[i] = sub(t.Time[i], p[i])
 		}
-		l.prevT[t.TID] = t.Time
+		if first, ok := l.prevFirst[t.TID]; seen && ok && first == t.FirstNs {
+			// A state's time that went down (Peek's estimate of a wait
+			// in progress, corrected at the thread's resumption) was
+			// counted: only what passes it is new.
+			for i := range p {
+				p[i] = max(p[i], t.Time[i])
+			}
+			l.prevT[t.TID] = p
+		} else {
+			l.prevT[t.TID] = t.Time // its first tick, or a new record under the id
+		}
+		l.prevFirst[t.TID] = t.FirstNs
 		l.pidOf[t.TID] = t.PID
 		rec := *t
 		rec.Time = d
@@ -382,6 +414,7 @@ func (l *Live) Forget(pids map[uint32]bool) {
 		}
 		delete(l.pidOf, tid)
 		delete(l.prevT, tid)
+		delete(l.prevFirst, tid)
 		for st := range profile.NumStates {
 			delete(l.carried, threadState{tid, st})
 		}

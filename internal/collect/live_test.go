@@ -265,3 +265,48 @@ func TestLiveCompact(t *testing.T) {
 		t.Errorf("window when compute comes back: %v, want compute 10ms", w)
 	}
 }
+
+// A live view's tick that finds a thread woken from a long sleep but not
+// on a CPU yet (/proc: R) does not count its sleep as runnable: the part
+// since its latest resumption whose kind /proc does not say is left out
+// until the resumption gives it. Counted as runnable, it was counted again
+// as sleeping at the resumption (CI: the agent's windows added up to 168%
+// of a crowd thread's life).
+func TestSplitResumedLeavesRunnableOut(t *testing.T) {
+	const ms = uint64(time.Millisecond)
+	base := ThreadState{Based: true, InTS: 1000 * ms, LastExec: 50 * ms, RdOut: 7 * ms}
+	st := base
+	splitResumed(&st, 60*ms, 9*ms, 'S', 6000*ms)
+	if st.Time[profile.OnCPU] != 10*ms || st.Time[profile.Runnable] != 2*ms || st.Time[profile.Sleeping] != 4988*ms {
+		t.Errorf("asleep: %v, want 10ms on CPU, 2ms runnable, 4988ms sleeping", st.Time)
+	}
+	st = base
+	splitResumed(&st, 60*ms, 9*ms, 'R', 6000*ms)
+	if st.Time[profile.OnCPU] != 10*ms || st.Time[profile.Runnable] != 2*ms || st.Time[profile.Sleeping] != 0 {
+		t.Errorf("woken: %v, want 10ms on CPU and the 2ms runnable that ended, the rest left out", st.Time)
+	}
+}
+
+// A state's time that went down between two ticks (Peek's estimate of a
+// wait in progress, corrected at the resumption) is not counted twice: the
+// later tick counts only what passes the earlier total.
+func TestLiveTimeThatWentDown(t *testing.T) {
+	const ms = time.Millisecond
+	a := NewAggregator(nil)
+	l := NewLive(a, 0, uint64(10*ms), 5)
+	sec := uint64(time.Second)
+	a.Add(liveSample(4, profile.Sleeping, 500*ms, 0xc))
+	l.Tick([]*ThreadRecord{liveThread(4, 0, 0, 1000*ms)}, sec)
+	// The wait in progress was left out (woken, not on a CPU yet).
+	l.Tick([]*ThreadRecord{liveThread(4, 0, 0, 900*ms)}, 2*sec)
+	// Resumed: its exact times.
+	a.Add(liveSample(4, profile.Sleeping, 1500*ms, 0xc))
+	l.Tick([]*ThreadRecord{liveThread(4, 0, 10*ms, 2990*ms)}, 3*sec)
+	var total time.Duration
+	for _, s := range l.Window(3, liveKernel(), "app").Samples {
+		total += time.Duration(s.Value)
+	}
+	if total != 3*time.Second {
+		t.Errorf("three buckets of one thread add up to %v, want 3s", total)
+	}
+}
