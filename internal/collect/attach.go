@@ -47,6 +47,7 @@ const (
 	progSysExit    = "on_sys_exit"   // tp_btf/sys_exit: the same without sched_exit_tp
 	progResume     = "on_resume"     // tp_btf/sched_exit_tp, resume mode: the whole accounting
 	progTaskExit   = "on_task_exit"  // tp_btf/sched_process_exit, resume mode: a thread's last interval
+	progTaskFree   = "on_task_free"  // tp_btf/sched_process_free, with on_task_exit: the CPU time of the exit path after it
 	progSwitchIn   = "on_switch_in"  // kprobe/finish_task_switch: user stacks right at a switch-in
 	progExec       = "on_exec"       // tp_btf/sched_process_exec, following forks: a process's new image
 	progDumpOffCPU = "dump_offcpu"   // iter.s/task, at the end (not walking): the stacks of threads still off CPU
@@ -109,12 +110,12 @@ func (p Plan) Attachment(f Features) Attachment {
 	}
 	if p.mayWalk() && f.ExitTP && f.Schedstat {
 		// A kernel that will not run the walker's iterators: resume mode.
-		return p.autoFallback(f, Attachment{Walk: true, Tracing: []string{progWakeupNew, progFork, progTaskExit}},
+		return p.autoFallback(f, Attachment{Walk: true, Tracing: []string{progWakeupNew, progFork, progTaskExit, progTaskFree}},
 			func(q *Plan) { q.Live = true })
 	}
 	if p.Accounting != AccountSwitch && f.ExitTP && f.Schedstat {
 		return p.autoFallback(f, Attachment{Resume: true, UseRunDelay: true,
-			Tracing: []string{progWakeupNew, progFork, progTaskExit, progResume}},
+			Tracing: []string{progWakeupNew, progFork, progTaskExit, progTaskFree, progResume}},
 			func(q *Plan) { q.Accounting = AccountSwitch })
 	}
 	// Switch-time accounting (also when AccountResume was asked for on a

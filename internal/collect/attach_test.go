@@ -15,11 +15,11 @@ func TestPlanAttachment(t *testing.T) {
 	olderKprobes := older
 	olderKprobes.KprobeSwitchIn = true
 	switchWithExitTP.Fallback = &older
-	resume := Attachment{Resume: true, UseRunDelay: true, Tracing: []string{progWakeupNew, progFork, progTaskExit, progResume}}
+	resume := Attachment{Resume: true, UseRunDelay: true, Tracing: []string{progWakeupNew, progFork, progTaskExit, progTaskFree, progResume}}
 	resumeAuto := resume
 	resumeAuto.Fallback = &switchWithExitTP
 
-	walk := Attachment{Walk: true, Tracing: []string{progWakeupNew, progFork, progTaskExit}}
+	walk := Attachment{Walk: true, Tracing: []string{progWakeupNew, progFork, progTaskExit, progTaskFree}}
 	walkAuto := walk
 	walkAuto.Fallback = &resumeAuto
 

@@ -187,6 +187,7 @@ type aggEntry struct {
 	value        int64
 	thin         int64  // of value, the weight of thin samples (RawSample.Thin)
 	unsampled    bool   // on-CPU time of a thread that no timer sample caught
+	exact        bool   // its value is a time, not nominal (RawSample.Exact)
 	dead         bool   // merged into another entry by Fold
 	tick         uint32 // the live view's latest tick at which it gained (Live.Compact)
 }
@@ -281,6 +282,14 @@ func (a *Aggregator) Add(s *RawSample) {
 	if len(s.User) > 0 {
 		a.unwind.add(s, user)
 	}
+	if s.Exact {
+		for st, w := range s.Weight {
+			if w > 0 {
+				a.addExact(s, profile.State(st), int64(w))
+			}
+		}
+		return
+	}
 	a.comm[s.TID] = s.Comm
 	a.perThread[s.TID]++
 	if s.Weight[profile.OnCPU] > 0 {
@@ -347,6 +356,43 @@ func (a *Aggregator) add(s *RawSample, st profile.State, kernel, user []uint64, 
 		at[place{st, s.Regs}] = e
 	}
 }
+
+// addExact adds w, a time, to the entry of s's thread, state and stack,
+// which holds exact times alone (its stack, ExitPathPC, is no sample's):
+// it is not scaled, not in the thread's nominal weight, and no remainder
+// or carry goes to it.
+func (a *Aggregator) addExact(s *RawSample, st profile.State, w int64) {
+	a.key = entryKey(a.key[:0], s.PID, s.TID, st, exitPathStack, 0, s.Comm)
+	if e, ok := a.entries[string(a.key)]; ok {
+		e.value += w
+		return
+	}
+	comm, ok := a.comms[s.Comm]
+	if !ok {
+		comm = s.Comm
+		a.comms[comm] = comm
+	}
+	e := &aggEntry{pid: s.PID, tid: s.TID, comm: comm, state: st, stack: exitPathStack,
+		kernel: exitPathKernel, value: w, exact: true}
+	a.entries[string(a.key)] = e
+	a.order = append(a.order, e)
+	a.byTID[s.TID] = append(a.byTID[s.TID], e)
+}
+
+// ExitPathPC stands, in a kernel stack, for the code a thread runs after
+// its exit record: do_exit's teardown of its memory, files and links
+// (ThreadTail). It is named ExitPathFunction in a profile.
+const ExitPathPC = ^uint64(0)
+
+// ExitPathFunction names the frame of a thread's exit path (ExitPathPC):
+// the kernel function it runs in, with its callees.
+const ExitPathFunction = "do_exit"
+
+// exitPathStack is the interned stack number of the exit path's entries
+// (no interned stack has it: they count up from 0).
+const exitPathStack = ^uint32(0)
+
+var exitPathKernel = []uint64{ExitPathPC}
 
 // place is where a thread waits: its state and saved user registers.
 type place struct {
@@ -590,11 +636,25 @@ type Scale map[threadState]float64
 // res add up to its exact time in them.
 func (a *Aggregator) Scale(res *Result) Scale {
 	out := Scale{}
+	exact := a.exactTimes()
 	for _, t := range res.Threads {
 		for st := profile.State(0); st < profile.NumStates; st++ {
 			if n := a.nominal(t.TID, st); n > 0 {
-				out[threadState{t.TID, st}] = float64(t.Time[st]) / float64(n)
+				k := threadState{t.TID, st}
+				out[k] = float64(max(int64(t.Time[st])-exact[k], 0)) / float64(n)
 			}
+		}
+	}
+	return out
+}
+
+// exactTimes sums, per thread and state, the times of its exact entries
+// (RawSample.Exact): the part of its time that needs no sample.
+func (a *Aggregator) exactTimes() map[threadState]int64 {
+	out := map[threadState]int64{}
+	for _, e := range a.order {
+		if e.exact && !e.dead {
+			out[threadState{e.tid, e.state}] += e.value
 		}
 	}
 	return out
@@ -632,8 +692,9 @@ func (a *Aggregator) forgetWalk(tid uint32) {
 // nanosecond.
 func (a *Aggregator) spread(res *Result) {
 	byThread := map[threadState][]*aggEntry{}
+	exact := a.exactTimes()
 	for _, e := range a.order {
-		if sampled(res, e.state) && !e.unsampled && !e.dead {
+		if sampled(res, e.state) && !e.unsampled && !e.dead && !e.exact {
 			k := threadState{e.tid, e.state}
 			byThread[k] = append(byThread[k], e)
 		}
@@ -644,7 +705,7 @@ func (a *Aggregator) spread(res *Result) {
 				continue
 			}
 			k := threadState{t.TID, st}
-			total := int64(t.Time[st])
+			total := max(int64(t.Time[st])-exact[k], 0)
 			es := byThread[k]
 			delete(byThread, k)
 			n := a.nominal(t.TID, st)
@@ -697,7 +758,7 @@ func (a *Aggregator) spread(res *Result) {
 // in s (threads without one keep their nominal weights).
 func (a *Aggregator) scale(s Scale) {
 	for _, e := range a.order {
-		if f, ok := s[threadState{e.tid, e.state}]; ok && !e.unsampled && !e.dead {
+		if f, ok := s[threadState{e.tid, e.state}]; ok && !e.unsampled && !e.dead && !e.exact {
 			e.value = int64(float64(e.value) * f)
 		}
 	}
@@ -920,6 +981,10 @@ func (b *builder) sample(e *aggEntry) *profile.Sample {
 		s.Stack = []*profile.Location{b.unsampledLoc(e.state)}
 		return s
 	}
+	if e.exact {
+		s.Stack = []*profile.Location{b.exitPathLoc()}
+		return s
+	}
 	for i, addr := range e.kernel {
 		s.Stack = append(s.Stack, b.kernelLoc(addr, i == 0))
 	}
@@ -955,6 +1020,25 @@ func (b *builder) unsampledLoc(st profile.State) *profile.Location {
 		b.p.Locs = append(b.p.Locs, b.unsampled[i])
 	}
 	return b.unsampled[i]
+}
+
+// exitPathLoc is the location of ExitPathFunction: in the kernel's
+// mapping, with no address (no one instruction).
+func (b *builder) exitPathLoc() *profile.Location {
+	key := locKey{0, ExitPathPC}
+	if l, ok := b.locs[key]; ok {
+		return l
+	}
+	l := &profile.Location{ID: uint64(len(b.p.Locs) + 1), Frames: []profile.Frame{{Function: ExitPathFunction}}}
+	if b.kernel != nil {
+		if b.kmap == nil {
+			b.kmap = b.addMapping(b.kernel.KernelMapping())
+		}
+		l.Mapping = b.kmap
+	}
+	b.locs[key] = l
+	b.p.Locs = append(b.p.Locs, l)
+	return l
 }
 
 func (b *builder) kernelLoc(addr uint64, leaf bool) *profile.Location {

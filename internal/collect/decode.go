@@ -17,6 +17,7 @@ const (
 	evSample = 1
 	evExit   = 2
 	evExec   = 3
+	evTail   = 4
 
 	sampleFinal = 1
 	sampleCarry = 2
@@ -37,6 +38,7 @@ const (
 	// Byte layout of struct tstate and struct exit_event.
 	tstateSize = 4*8 + 2*8*nstates + 8 + 8 + 8 + 8 + 8 + 8 + 8 + 4*8 + 8 + 3*8 + 8 + 8 + 8 + 8 + 8
 	exitSize   = 4*4 + 8 + tstateSize + 16
+	tailSize   = 4*4 + 8 + 8 + 16
 )
 
 // ErrTruncated is returned for a record shorter than its type requires.
@@ -61,7 +63,11 @@ type RawSample struct {
 	// budget could have left out (one period in each state); when some
 	// were, a thread's thin samples of a state are scaled to the time its
 	// exact ones leave (Result.DroppedOffCPU).
-	Thin    bool
+	Thin bool
+	// Exact: Weight holds times, not nominal periods: the time of a
+	// thread's exit path (ThreadTail), whose one-frame stack is
+	// ExitPathPC. Such a sample is counted as it is, never scaled.
+	Exact   bool
 	TS      uint64
 	Weight  [profile.NumStates]uint64
 	Regs    symbolize.Regs
@@ -128,7 +134,19 @@ type ThreadExit struct {
 	State    ThreadState
 }
 
-// Decode parses one ring-buffer record into a *RawSample or *ThreadExit.
+// ThreadTail is the CPU time a thread ran after its exit record: the kernel
+// reports a thread's exit (sched_process_exit) before it tears down its
+// memory, files and links, and the time that takes is read from the
+// task's counter when the kernel frees it.
+type ThreadTail struct {
+	PID, TID uint32
+	TS       uint64
+	Nanos    uint64
+	Comm     string
+}
+
+// Decode parses one ring-buffer record into a *RawSample, *ThreadExit,
+// *ThreadTail or ProcessExec.
 // Malformed input returns an error, never panics.
 func Decode(b []byte) (any, error) {
 	if len(b) < 4 {
@@ -147,6 +165,13 @@ func Decode(b []byte) (any, error) {
 		} else {
 			return nil, err
 		}
+	case evTail:
+		if len(b) < tailSize {
+			return nil, fmt.Errorf("%w: exit tail record of %d bytes, want %d", ErrTruncated, len(b), tailSize)
+		}
+		le := binary.LittleEndian
+		return &ThreadTail{PID: le.Uint32(b[4:]), TID: le.Uint32(b[8:]), TS: le.Uint64(b[16:]),
+			Nanos: le.Uint64(b[24:]), Comm: cstring(b[32:48])}, nil
 	case evExec:
 		if len(b) < 8 {
 			return nil, fmt.Errorf("%w: exec record of %d bytes", ErrTruncated, len(b))

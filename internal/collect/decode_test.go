@@ -196,6 +196,7 @@ func TestRecordSizesMatchGenerated(t *testing.T) {
 	var se bpf.WallprofSampleEvent
 	var ee bpf.WallprofExitEvent
 	var ts bpf.WallprofTstate
+	var te bpf.WallprofTailEvent
 	sizes := []struct {
 		name       string
 		goConst    int
@@ -205,6 +206,7 @@ func TestRecordSizesMatchGenerated(t *testing.T) {
 		{"sample_event", sampleSize, unsafe.Sizeof(se), binary.Size(se)},
 		{"exit_event", exitSize, unsafe.Sizeof(ee), binary.Size(ee)},
 		{"tstate", tstateSize, unsafe.Sizeof(ts), binary.Size(ts)},
+		{"tail_event", tailSize, unsafe.Sizeof(te), binary.Size(te)},
 	}
 	for _, s := range sizes {
 		if int(s.unsafeSize) != s.goConst || s.binSize != s.goConst {
@@ -237,6 +239,9 @@ func TestRecordSizesMatchGenerated(t *testing.T) {
 		{"exit_event.ts", unsafe.Offsetof(ee.Ts), 16},
 		{"exit_event.st", unsafe.Offsetof(ee.St), 24},
 		{"exit_event.comm", unsafe.Offsetof(ee.Comm), uintptr(24 + tstateSize)},
+		{"tail_event.ts", unsafe.Offsetof(te.Ts), 16},
+		{"tail_event.ns", unsafe.Offsetof(te.Ns), 24},
+		{"tail_event.comm", unsafe.Offsetof(te.Comm), 32},
 		{"tstate.time", unsafe.Offsetof(ts.Time), 32},
 		{"tstate.acc", unsafe.Offsetof(ts.Acc), 32 + 8*uintptr(nstates)},
 		{"tstate.pid", unsafe.Offsetof(ts.Pid), 32 + 16*uintptr(nstates)},
@@ -553,7 +558,7 @@ func TestDecodeTruncated(t *testing.T) {
 }
 
 func TestDecodeUnknownType(t *testing.T) {
-	for _, typ := range []uint32{0, 4, 0xffffffff} {
+	for _, typ := range []uint32{0, 5, 0xffffffff} {
 		b := goodSample().bytes()
 		binary.LittleEndian.PutUint32(b, typ)
 		ev, err := Decode(b)
@@ -563,6 +568,29 @@ func TestDecodeUnknownType(t *testing.T) {
 		if errors.Is(err, ErrTruncated) {
 			t.Errorf("type %d: error %v should not be ErrTruncated", typ, err)
 		}
+	}
+}
+
+// TestDecodeTail: a tail record gives the exit path's time of a thread;
+// a short one is ErrTruncated.
+func TestDecodeTail(t *testing.T) {
+	b := make([]byte, tailSize)
+	binary.LittleEndian.PutUint32(b, evTail)
+	binary.LittleEndian.PutUint32(b[4:], 700)
+	binary.LittleEndian.PutUint32(b[8:], 701)
+	binary.LittleEndian.PutUint64(b[16:], 99)
+	binary.LittleEndian.PutUint64(b[24:], 4321)
+	copy(b[32:], "worker")
+	ev, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ThreadTail{PID: 700, TID: 701, TS: 99, Nanos: 4321, Comm: "worker"}
+	if e, ok := ev.(*ThreadTail); !ok || *e != want {
+		t.Errorf("Decode = %#v, want %#v", ev, want)
+	}
+	if ev, err := Decode(b[:tailSize-1]); !errors.Is(err, ErrTruncated) {
+		t.Errorf("a tail record one byte short: %v, %v; want ErrTruncated", ev, err)
 	}
 }
 

@@ -1,5 +1,7 @@
 package collect
 
+import "github.com/wallprof/wallprof/internal/profile"
+
 // MaxExitRecords is how many exited threads keep a record of their own.
 // A program that starts and ends threads without pause (tens of thousands
 // a second) would otherwise grow the recorder's memory by a record, and
@@ -70,6 +72,22 @@ func (t *exitTable) add(e *ThreadExit, fold bool) (into uint32, folded bool) {
 	f.merge(e)
 	t.folded++
 	return f.TID, true
+}
+
+// addTail adds the CPU time a thread ran after its exit record to the
+// record its exit went to: its id's, or else its process and name's
+// record of exited threads. It returns that record's thread id, with ok
+// false when there is none (its exit was lost, or its process forgotten).
+func (t *exitTable) addTail(e *ThreadTail) (tid uint32, ok bool) {
+	r := t.byID[pidTID{e.PID, e.TID}]
+	if r == nil {
+		r = t.folds[foldKey{e.PID, e.Comm}]
+	}
+	if r == nil {
+		return 0, false
+	}
+	r.State.Time[profile.OnCPU] += e.Nanos
+	return r.TID, true
 }
 
 // list returns the records.

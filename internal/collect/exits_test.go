@@ -142,3 +142,75 @@ func TestLiveFold(t *testing.T) {
 		t.Errorf("the last bucket shows %v: want compute 15ms, thread 9's time, folded", w)
 	}
 }
+
+// The CPU time of a thread's exit path (ThreadTail) goes to the record its
+// exit went to: its id's, or its process and name's record of exited
+// threads; with neither (its exit was lost), nowhere.
+func TestExitTableAddTail(t *testing.T) {
+	tab := newExitTable(1)
+	tab.add(exitOf(1, 7, "w", 5, 10), true)
+	into, _ := tab.add(exitOf(1, 8, "w", 3, 0), true)
+	for _, c := range []struct {
+		tail   ThreadTail
+		wantOK bool
+		want   uint32
+	}{
+		{ThreadTail{PID: 1, TID: 7, Comm: "w", Nanos: 100}, true, 7},
+		{ThreadTail{PID: 1, TID: 8, Comm: "w", Nanos: 1000}, true, into},
+		{ThreadTail{PID: 1, TID: 9, Comm: "x", Nanos: 1}, false, 0},
+		{ThreadTail{PID: 2, TID: 7, Comm: "w", Nanos: 1}, false, 0},
+	} {
+		got, ok := tab.addTail(&c.tail)
+		if ok != c.wantOK || got != c.want {
+			t.Errorf("addTail(%+v) = %d, %v; want %d, %v", c.tail, got, ok, c.want, c.wantOK)
+		}
+	}
+	if cpu := tab.byID[pidTID{1, 7}].State.Time[profile.OnCPU]; cpu != 105 {
+		t.Errorf("thread 7's on-CPU time %d, want 5+100", cpu)
+	}
+	if cpu := tab.byID[pidTID{1, into}].State.Time[profile.OnCPU]; cpu != 1003 {
+		t.Errorf("the folded record's on-CPU time %d, want 3+1000", cpu)
+	}
+}
+
+// An exit path's time is exact: it keeps its value under do_exit, and the
+// thread's timer samples share the rest of its on-CPU time (and in a live
+// window, Scale leaves it out of the factor). Spread as a nominal weight,
+// a short thread's whole life went to do_exit or the exit path was spread
+// over its user stacks.
+func TestBuildKeepsExitPathTime(t *testing.T) {
+	const period = 10_000_000
+	a := NewAggregator(nil)
+	for range 3 {
+		a.Add(mkSample(1, 2, "t", [5]uint64{profile.OnCPU: period}, nil, []uint64{0xa}))
+	}
+	tail := &RawSample{PID: 1, TID: 2, Comm: "t", Exact: true, Kernel: []uint64{ExitPathPC},
+		Weight: [5]uint64{profile.OnCPU: 4_000_000}}
+	a.Add(tail)
+	// A thread with no timer sample: its exit path, and the rest unsampled.
+	a.Add(&RawSample{PID: 1, TID: 3, Comm: "u", Exact: true, Kernel: []uint64{ExitPathPC},
+		Weight: [5]uint64{profile.OnCPU: 20_000}})
+	res := &Result{EndNs: 1e9, PeriodNs: period, Threads: []*ThreadRecord{
+		{PID: 1, TID: 2, Name: "t", EndNs: 1e9, Exited: true, Time: [5]uint64{36_000_000, 0, 964_000_000}},
+		{PID: 1, TID: 3, Name: "u", EndNs: 1e9, Exited: true, Time: [5]uint64{50_000, 0, 999_950_000}},
+	}}
+	if f := a.Scale(res)[threadState{2, profile.OnCPU}]; f < 1.0666 || f > 1.0667 {
+		t.Errorf("thread 2's on-CPU factor %v, want 32/30 (32 ms besides the exit path, three 10 ms samples)", f)
+	}
+	p := Build(res, a, nil, "")
+	got := map[[2]string]int64{}
+	for _, s := range p.Samples {
+		if s.State == profile.OnCPU {
+			got[[2]string{s.Thread, s.Stack[0].Frames[0].Function}] += s.Value
+		}
+	}
+	want := map[[2]string]int64{
+		{"t", "[unknown]+0xa"}: 32_000_000, {"t", ExitPathFunction}: 4_000_000,
+		{"u", UnsampledFunction}: 30_000, {"u", ExitPathFunction}: 20_000,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s under %s: %d, want %d (all: %v)", k[0], k[1], got[k], v, got)
+		}
+	}
+}

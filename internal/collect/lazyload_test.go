@@ -27,8 +27,8 @@ func TestOpenLoadsOnlyWhatItAttaches(t *testing.T) {
 		acc  Accounting
 		want []string
 	}{
-		{AccountWalk, []string{progTaskExit}},
-		{AccountResume, []string{progResume, progTaskExit}},
+		{AccountWalk, []string{progTaskExit, progTaskFree}},
+		{AccountResume, []string{progResume, progTaskExit, progTaskFree}},
 		{AccountSwitch, []string{progSchedExit, progSwitch}},
 	} {
 		s, err := Open(Plan{PIDs: []int{cmd.Process.Pid}, Freq: DefaultFreq, Accounting: c.acc})

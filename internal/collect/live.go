@@ -237,6 +237,7 @@ func (l *Live) Tick(threads []*ThreadRecord, now uint64) {
 	// What each stack gained, by thread and state.
 	gained := map[threadState][]*aggEntry{}
 	sum := map[threadState]int64{}
+	exact := map[threadState]int64{} // exact entries' gains: times, kept as they are
 	for _, e := range l.a.order {
 		if e.dead {
 			continue // Fold added it to another entry
@@ -248,9 +249,13 @@ func (l *Live) Tick(threads []*ThreadRecord, now uint64) {
 		l.prev[e] = e.value
 		e.tick = l.ticks
 		k := threadState{e.tid, e.state}
+		b.values[e] = d
+		if e.exact {
+			exact[k] += d
+			continue
+		}
 		gained[k] = append(gained[k], e)
 		sum[k] += d
-		b.values[e] = d
 	}
 	// What each thread gained.
 	for _, t := range threads {
@@ -277,7 +282,7 @@ func (l *Live) Tick(threads []*ThreadRecord, now uint64) {
 		b.threads[t.TID] = &rec
 		for st := range profile.NumStates {
 			k := threadState{t.TID, st}
-			want := int64(d[st])
+			want := max(int64(d[st])-exact[k], 0)
 			es, have := gained[k], sum[k]
 			if c := l.carried[k]; c > 0 && have > 0 && st != profile.OnCPU {
 				// Earlier buckets counted part of these waits: take it

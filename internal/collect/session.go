@@ -35,6 +35,7 @@ var lostNames = []string{
 	"sample-buffer-busy",
 	"stale-thread-record",
 	"", // droppedOffCPU: not a loss (see Result.DroppedOffCPU)
+	"thread-exit-path-dropped",
 }
 
 // recoveredSwitchIn is the counter of switch-ins that the kernel did not
@@ -232,7 +233,7 @@ func (s *Session) load() error {
 // lazyPrograms are the tracepoint programs that not every accounting
 // attaches, loaded by ensure when one does.
 var lazyPrograms = map[string]bool{
-	progSwitch: true, progSysExit: true, progSchedExit: true, progResume: true, progTaskExit: true,
+	progSwitch: true, progSysExit: true, progSchedExit: true, progResume: true, progTaskExit: true, progTaskFree: true,
 }
 
 // ensure loads those of names (programs an attachment needs) that are
@@ -674,6 +675,16 @@ func (s *Session) Run(sink func(*RawSample)) {
 			if folded {
 				s.onFold(ev.PID, ev.TID, into)
 			}
+		case *ThreadTail:
+			s.mu.Lock()
+			tid, ok := s.exits.addTail(ev)
+			s.mu.Unlock()
+			if ok {
+				w := [profile.NumStates]uint64{}
+				w[profile.OnCPU] = ev.Nanos
+				sink(&RawSample{PID: ev.PID, TID: tid, Comm: ev.Comm, TS: ev.TS, Exact: true,
+					Weight: w, Kernel: []uint64{ExitPathPC}})
+			}
 		case ProcessExec:
 			if s.onExec != nil {
 				s.onExec(uint32(ev))
@@ -767,7 +778,8 @@ type objects struct {
 	// tracing are the lazyPrograms loaded, by C name: on_switch and
 	// on_sys_exit (switch-time accounting), on_sched_exit (its user stacks
 	// at sched_exit_tp, Linux 6.16+), on_resume and on_task_exit (the
-	// resumption accounting; on_task_exit the walk's too).
+	// resumption accounting; on_task_exit the walk's too), on_task_free
+	// (with on_task_exit).
 	tracing map[string]*ebpf.Program
 	// dump takes the stacks of threads still off CPU at the end (not in
 	// walk mode), walk are walk_states and walk_stacks (walk mode): one or

@@ -5,4 +5,4 @@
 // committed object matches the source.
 package bpf
 
-//go:generate go tool bpf2go -go-package bpf -target amd64 -type sample_event -type exit_event -type tstate -type tgid_set -type thread_snap -type unw_row -type unw_file -type unw_proc -type unw_map Wallprof src/wallprof.bpf.c -- -I/usr/include/x86_64-linux-gnu -O2 -g -Wall -Werror -mcpu=v3
+//go:generate go tool bpf2go -go-package bpf -target amd64 -type sample_event -type exit_event -type tail_event -type tstate -type tgid_set -type thread_snap -type unw_row -type unw_file -type unw_proc -type unw_map Wallprof src/wallprof.bpf.c -- -I/usr/include/x86_64-linux-gnu -O2 -g -Wall -Werror -mcpu=v3

@@ -24,6 +24,14 @@ type WallprofExitEvent struct {
 	Comm [16]int8
 }
 
+type WallprofExitTail struct {
+	_    structs.HostLayout
+	Pid  uint32
+	Tid  uint32
+	Exec uint64
+	Comm [16]int8
+}
+
 type WallprofOffCredit struct {
 	_      structs.HostLayout
 	Last   uint64
@@ -63,6 +71,17 @@ type WallprofSampleEvent struct {
 	Kstack  [127]uint64
 	Ustack  [127]uint64
 	Snap    [512]uint8
+}
+
+type WallprofTailEvent struct {
+	_    structs.HostLayout
+	Type uint32
+	Pid  uint32
+	Tid  uint32
+	Pad  uint32
+	Ts   uint64
+	Ns   uint64
+	Comm [16]int8
 }
 
 type WallprofTgidSet struct {
@@ -226,6 +245,7 @@ const (
 	WallprofMapBuild            = "build"
 	WallprofMapCpuIn            = "cpu_in"
 	WallprofMapEvents           = "events"
+	WallprofMapExitTails        = "exit_tails"
 	WallprofMapLost             = "lost"
 	WallprofMapOffCredits       = "off_credits"
 	WallprofMapPacked           = "packed"
@@ -256,6 +276,7 @@ const (
 	WallprofProgOnSwitchIn      = "on_switch_in"
 	WallprofProgOnSysExit       = "on_sys_exit"
 	WallprofProgOnTaskExit      = "on_task_exit"
+	WallprofProgOnTaskFree      = "on_task_free"
 	WallprofProgOnWakeup        = "on_wakeup"
 	WallprofProgOnWakeupNew     = "on_wakeup_new"
 	WallprofProgSnapshotThreads = "snapshot_threads"
@@ -279,6 +300,7 @@ const (
 	WallprofVarTargetForks      = "target_forks"
 	WallprofVarUnusedExit       = "unused_exit"
 	WallprofVarUnusedSample     = "unused_sample"
+	WallprofVarUnusedTail       = "unused_tail"
 	WallprofVarUnusedThreadSnap = "unused_thread_snap"
 	WallprofVarUnusedUnwFile    = "unused_unw_file"
 	WallprofVarUnusedUnwMap     = "unused_unw_map"
@@ -352,6 +374,7 @@ type WallprofProgramSpecs struct {
 	OnSwitchIn      *ebpf.ProgramSpec `ebpf:"on_switch_in"`
 	OnSysExit       *ebpf.ProgramSpec `ebpf:"on_sys_exit"`
 	OnTaskExit      *ebpf.ProgramSpec `ebpf:"on_task_exit"`
+	OnTaskFree      *ebpf.ProgramSpec `ebpf:"on_task_free"`
 	OnWakeup        *ebpf.ProgramSpec `ebpf:"on_wakeup"`
 	OnWakeupNew     *ebpf.ProgramSpec `ebpf:"on_wakeup_new"`
 	SnapshotThreads *ebpf.ProgramSpec `ebpf:"snapshot_threads"`
@@ -368,6 +391,7 @@ type WallprofMapSpecs struct {
 	Build         *ebpf.MapSpec `ebpf:"build"`
 	CpuIn         *ebpf.MapSpec `ebpf:"cpu_in"`
 	Events        *ebpf.MapSpec `ebpf:"events"`
+	ExitTails     *ebpf.MapSpec `ebpf:"exit_tails"`
 	Lost          *ebpf.MapSpec `ebpf:"lost"`
 	OffCredits    *ebpf.MapSpec `ebpf:"off_credits"`
 	Packed        *ebpf.MapSpec `ebpf:"packed"`
@@ -410,6 +434,7 @@ type WallprofVariableSpecs struct {
 	TargetForks      *ebpf.VariableSpec `ebpf:"target_forks"`
 	UnusedExit       *ebpf.VariableSpec `ebpf:"unused_exit"`
 	UnusedSample     *ebpf.VariableSpec `ebpf:"unused_sample"`
+	UnusedTail       *ebpf.VariableSpec `ebpf:"unused_tail"`
 	UnusedThreadSnap *ebpf.VariableSpec `ebpf:"unused_thread_snap"`
 	UnusedUnwFile    *ebpf.VariableSpec `ebpf:"unused_unw_file"`
 	UnusedUnwMap     *ebpf.VariableSpec `ebpf:"unused_unw_map"`
@@ -454,6 +479,7 @@ type WallprofMaps struct {
 	Build         *ebpf.Map `ebpf:"build"`
 	CpuIn         *ebpf.Map `ebpf:"cpu_in"`
 	Events        *ebpf.Map `ebpf:"events"`
+	ExitTails     *ebpf.Map `ebpf:"exit_tails"`
 	Lost          *ebpf.Map `ebpf:"lost"`
 	OffCredits    *ebpf.Map `ebpf:"off_credits"`
 	Packed        *ebpf.Map `ebpf:"packed"`
@@ -481,6 +507,7 @@ func (m *WallprofMaps) Close() error {
 		m.Build,
 		m.CpuIn,
 		m.Events,
+		m.ExitTails,
 		m.Lost,
 		m.OffCredits,
 		m.Packed,
@@ -524,6 +551,7 @@ type WallprofVariables struct {
 	TargetForks      *ebpf.Variable `ebpf:"target_forks"`
 	UnusedExit       *ebpf.Variable `ebpf:"unused_exit"`
 	UnusedSample     *ebpf.Variable `ebpf:"unused_sample"`
+	UnusedTail       *ebpf.Variable `ebpf:"unused_tail"`
 	UnusedThreadSnap *ebpf.Variable `ebpf:"unused_thread_snap"`
 	UnusedUnwFile    *ebpf.Variable `ebpf:"unused_unw_file"`
 	UnusedUnwMap     *ebpf.Variable `ebpf:"unused_unw_map"`
@@ -559,6 +587,7 @@ type WallprofPrograms struct {
 	OnSwitchIn      *ebpf.Program `ebpf:"on_switch_in"`
 	OnSysExit       *ebpf.Program `ebpf:"on_sys_exit"`
 	OnTaskExit      *ebpf.Program `ebpf:"on_task_exit"`
+	OnTaskFree      *ebpf.Program `ebpf:"on_task_free"`
 	OnWakeup        *ebpf.Program `ebpf:"on_wakeup"`
 	OnWakeupNew     *ebpf.Program `ebpf:"on_wakeup_new"`
 	SnapshotThreads *ebpf.Program `ebpf:"snapshot_threads"`
@@ -580,6 +609,7 @@ func (p *WallprofPrograms) Close() error {
 		p.OnSwitchIn,
 		p.OnSysExit,
 		p.OnTaskExit,
+		p.OnTaskFree,
 		p.OnWakeup,
 		p.OnWakeupNew,
 		p.SnapshotThreads,

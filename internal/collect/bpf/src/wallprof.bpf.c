@@ -75,7 +75,7 @@
 #define PF_EXITING 0x4 /* task->flags: the task is exiting */
 #define EEXIST 17
 
-enum { EV_SAMPLE = 1, EV_EXIT = 2, EV_EXEC = 3 };
+enum { EV_SAMPLE = 1, EV_EXIT = 2, EV_EXEC = 3, EV_TAIL = 4 };
 /* SAMPLE_WALK: an off-CPU sample of walk mode, one nominal period in the
  * state the thread was in when walked. */
 /* SAMPLE_THIN: an off-CPU sample of the resumption accounting that the
@@ -106,6 +106,8 @@ enum {
 	 * budget (off_cost_ns), not taken (user space scales each thread's
 	 * off-CPU samples to its exact time then). */
 	DROPPED_OFF,
+	/* A thread's CPU time after its exit record (exit_tails full). */
+	LOST_TAIL,
 	NLOST,
 };
 
@@ -187,6 +189,28 @@ struct exit_event {
 	u32 pad;
 	u64 ts;
 	struct tstate st;
+	char comm[16];
+};
+
+/* The CPU time a thread ran after its exit record: sched_process_exit
+ * comes before the exit path tears down the thread's memory, files and
+ * links (Linux 6.16 moved it before exit_mm); that time is read from
+ * the task's counter when the kernel frees it (on_task_free). */
+struct tail_event {
+	u32 type;
+	u32 pid;
+	u32 tid;
+	u32 pad;
+	u64 ts;
+	u64 ns;
+	char comm[16];
+};
+
+/* What on_task_exit leaves for on_task_free, keyed by the task's address. */
+struct exit_tail {
+	u32 pid;
+	u32 tid;
+	u64 exec; /* se.sum_exec_runtime as the exit record counted it */
 	char comm[16];
 };
 
@@ -293,6 +317,17 @@ struct {
 	__type(key, u32);
 	__type(value, u32);
 } cpu_in SEC(".maps");
+
+/* Threads that exited and that the kernel has not freed yet (an RCU grace
+ * period, milliseconds; under a flood of exits on two CPUs, 16384 were not
+ * enough), by task address. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, u64);
+	__type(value, struct exit_tail);
+} exit_tails SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -498,6 +533,7 @@ const struct unw_proc *unused_unw_proc __attribute__((unused));
 const struct unw_map *unused_unw_map __attribute__((unused));
 const struct sample_event *unused_sample __attribute__((unused));
 const struct exit_event *unused_exit __attribute__((unused));
+const struct tail_event *unused_tail __attribute__((unused));
 
 /* ======================================================================
  * Shared by both modes: clocks, the thread table, the ring buffer.
@@ -2488,6 +2524,9 @@ int BPF_PROG(on_task_exit, struct task_struct *p)
 	if (!st)
 		return 0;
 	u64 now = bpf_ktime_get_ns();
+	/* The thread's CPU time as counted so far, on the kernel's counter
+	 * (se.sum_exec_runtime): what it gains from here is the exit path's. */
+	u64 counted = task->se.sum_exec_runtime;
 	if (walk_mode) {
 		u64 born = task->start_time;
 		if (st->born && st->born != born && born > start_ns) {
@@ -2502,12 +2541,21 @@ int BPF_PROG(on_task_exit, struct task_struct *p)
 			st->based = 1;
 		}
 		walk_account(task, st, now, 0);
+		/* Its CPU time is nvcsw (time counted without the counter:
+		 * before its base, steal) plus what the counter gained since
+		 * its base (last_exec), plus the run the counter had not
+		 * charged yet at its exit (walk_account). */
+		if (st->time[ST_ONCPU] >= st->nvcsw)
+			counted = st->last_exec + st->time[ST_ONCPU] - st->nvcsw;
 	} else if (st->based && now > st->in_ts) {
 		u64 span = now - st->in_ts;
 		u64 cpu, off, run, exec, rd;
 		resume_split(task, st, span, 0, &cpu, &off, &run, &exec, &rd);
 		if (off <= HIDDEN_OFF_NS + TICK_SLACK_NS) {
+			/* Running since its resumption, when the counter was
+			 * last_exec (charged at the switch). */
 			st->time[ST_ONCPU] += span;
+			counted = st->last_exec + span;
 		} else {
 			/* It was away since: a resumption that was not seen. */
 			st->time[ST_ONCPU] += cpu;
@@ -2519,7 +2567,43 @@ int BPF_PROG(on_task_exit, struct task_struct *p)
 	st->on_cpu = 0;
 	st->out_ts = now;
 	st->out_state = ST_OTHER;
+	struct exit_tail t = {.pid = st->pid, .tid = tid, .exec = counted};
 	emit_exit(st, tid, now);
+	bpf_get_current_comm(t.comm, sizeof(t.comm));
+	u64 key = (u64)task;
+	if (bpf_map_update_elem(&exit_tails, &key, &t, BPF_ANY))
+		count_lost(LOST_TAIL);
+	return 0;
+}
+
+/* The kernel frees a task (after an RCU grace period, from any context):
+ * the CPU time of a target thread's exit path after its exit record
+ * (on_task_exit), now final, goes to user space, which adds it to the
+ * thread's record under the exit path. */
+SEC("tp_btf/sched_process_free")
+int BPF_PROG(on_task_free, struct task_struct *p)
+{
+	u64 key = (u64)p;
+	struct exit_tail *t = bpf_map_lookup_elem(&exit_tails, &key);
+	if (!t)
+		return 0;
+	u64 exec = p->se.sum_exec_runtime;
+	if (exec > t->exec) {
+		struct tail_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+		if (e) {
+			e->type = EV_TAIL;
+			e->pid = t->pid;
+			e->tid = t->tid;
+			e->pad = 0;
+			e->ts = bpf_ktime_get_ns();
+			e->ns = exec - t->exec;
+			__builtin_memcpy(e->comm, t->comm, sizeof(e->comm));
+			bpf_ringbuf_submit(e, 0);
+		} else {
+			count_lost(LOST_TAIL);
+		}
+	}
+	bpf_map_delete_elem(&exit_tails, &key);
 	return 0;
 }
 
