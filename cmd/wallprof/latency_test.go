@@ -339,9 +339,14 @@ func TestLatencyNative(t *testing.T) {
 	} else {
 		t.Logf("usleep: running %.1f%%, runnable %.1f%%, blocked %.1f%%", 100*run, 100*runq, 100*blocked)
 	}
+	// The program times each call from outside: its interval holds the
+	// probes' (a few µs) and, on a busy host, any preemption between its
+	// clock read and the call (CI: p50 40 µs, 2.6%, longer than wallprof's,
+	// p90 and p99 within 0.05%). So wallprof may be shorter by 3%, and
+	// longer only by its bucket's half width (0.8%) and rounding.
 	for _, c := range [][2]int64{{fn.P50Ns, truth.P50Ns}, {fn.P90Ns, truth.P90Ns}, {fn.P99Ns, truth.P99Ns}} {
-		if math.Abs(float64(c[0]-c[1])) > 0.02*float64(c[1]) {
-			t.Errorf("wallprof %v, the program %v: more than 2%% apart", time.Duration(c[0]), time.Duration(c[1]))
+		if d := float64(c[0]-c[1]) / float64(c[1]); d > 0.01 || d < -0.03 {
+			t.Errorf("wallprof %v, the program %v: %+.1f%%, want within -3%% and +1%%", time.Duration(c[0]), time.Duration(c[1]), 100*d)
 		}
 	}
 }
