@@ -56,20 +56,30 @@ func lastTopTable(t *testing.T, out string) (map[string]topRow, int) {
 // TestTopAgreesWithTruth runs top on the short-bursts workload (phases
 // shorter than the sampling period, more runnable threads than CPUs) at the
 // default rate: after 10 s, each phase function's total time, and its time
-// on a CPU, waiting for one and blocked, are within 3 points of what the
+// on a CPU, waiting for one and blocked, are within 1.5 points of what the
 // workload measured itself. The workload's mix is the same throughout, so
-// the shares of a 10 s window are those of its whole run.
+// the shares of a 10 s window are those of its whole run, as long as what
+// else runs on the 2 CPUs is the same throughout too: its threads start
+// 2.5 s after it, once top (which starts with it, 0.6 s of CPU) is
+// recording, and top's last window ends before they do. When top and its
+// binary's build started while the threads ran, the crowd got less of the
+// CPUs in the truth than in the window: on-CPU 2-2.8 points over and
+// runnable 2.6-4.8 under, in half the runs, while each thread's shares in
+// the same window were within a point of its truth. Since, every phase
+// within 0.3 point in four runs (the bound was 3 points).
 func TestTopAgreesWithTruth(t *testing.T) {
 	requireRecording(t)
 	cgt := groundtruth.Build(t, "cgt")
+	wallprofBin(t)
 	truthPath := filepath.Join(t.TempDir(), "truth.json")
-	work := exec.Command(cgt, "--truth", truthPath, "--bursts", "12", "--crowd-after", "0")
+	// The threads run from 2.5 s to 14.5 s; top records from its start
+	// (0.7-1.5 s) for 12.5 s, so its last 10 s lie within them.
+	work := exec.Command(cgt, "--truth", truthPath, "--bursts", "12", "--crowd-after", "0", "--start-delay", "2500")
 	if err := work.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer work.Process.Kill()
-	time.Sleep(200 * time.Millisecond)
-	code, out := wallprof(t, "top", "-p", strconv.Itoa(work.Process.Pid), "--plain", "--duration", "10.5s",
+	code, out := wallprof(t, "top", "-p", strconv.Itoa(work.Process.Pid), "--plain", "--duration", "12.5s",
 		"--cum", "--filter", "^(serve|crowd|feed)_", "--top", "50")
 	if code != 0 {
 		t.Fatalf("top exited %d:\n%s", code, out)
@@ -109,7 +119,7 @@ func TestTopAgreesWithTruth(t *testing.T) {
 			{"off-CPU", (r[2] + r[3] + r[4]) * scale, pct(ph.Wall() - ph.CPU())},
 		} {
 			msg := fmt.Sprintf("%s %s: top %.1f%%, truth %.1f%%", name, c.what, c.got, c.want)
-			if d := c.got - c.want; d > 3 || d < -3 {
+			if d := c.got - c.want; d > 1.5 || d < -1.5 {
 				t.Error(msg)
 			} else {
 				t.Log(msg)
