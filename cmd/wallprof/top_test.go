@@ -68,6 +68,25 @@ func lastTopTable(t *testing.T, out string) (map[string]topRow, int) {
 // the same window were within a point of its truth. Since, every phase
 // within 0.3 point in four runs (the bound was 3 points).
 func TestTopAgreesWithTruth(t *testing.T) {
+	topAgreesWithTruth(t, 1.5)
+}
+
+// TestTopAgreesWithTruthOffCPUBudget is the same with the off-CPU stacks
+// held to 150 a second per CPU (WALLPROF_OFFCPU_RATE), which the bursts
+// exceed: most one-period samples of their short waits are not taken, and
+// each bucket's time that no sample covers goes to the thin samples taken,
+// in proportion (Live.Tick), rather than to the stack each thread was last
+// seen waiting in, which put the servers' sleep 1.6 points over and their
+// pipe wait 1.0 under (6.7 and 3.7 when the test's start was not steady).
+// Since, every phase within 0.4 point in two runs.
+func TestTopAgreesWithTruthOffCPUBudget(t *testing.T) {
+	t.Setenv("WALLPROF_OFFCPU_RATE", "150")
+	topAgreesWithTruth(t, 1)
+}
+
+// topAgreesWithTruth runs the check of TestTopAgreesWithTruth with each
+// measure within tol points.
+func topAgreesWithTruth(t *testing.T, tol float64) {
 	requireRecording(t)
 	cgt := groundtruth.Build(t, "cgt")
 	wallprofBin(t)
@@ -119,7 +138,7 @@ func TestTopAgreesWithTruth(t *testing.T) {
 			{"off-CPU", (r[2] + r[3] + r[4]) * scale, pct(ph.Wall() - ph.CPU())},
 		} {
 			msg := fmt.Sprintf("%s %s: top %.1f%%, truth %.1f%%", name, c.what, c.got, c.want)
-			if d := c.got - c.want; d > 1.5 || d < -1.5 {
+			if d := c.got - c.want; d > tol || d < -tol {
 				t.Error(msg)
 			} else {
 				t.Log(msg)

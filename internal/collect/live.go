@@ -33,12 +33,14 @@ func (s *Session) Peek() ([]*ThreadRecord, uint64, error) {
 		if st.Exited {
 			continue // its exit event has the totals
 		}
+		var waiting [profile.NumStates]uint64
 		if s.resume {
-			closeResumed(&st, tid, now)
+			waiting = closeResumed(&st, tid, now)
 		} else {
-			closeInterval(&st, now)
+			waiting = closeInterval(&st, now)
 		}
-		out = append(out, &ThreadRecord{PID: st.PID, TID: tid, Name: s.threadName(st.PID, tid), FirstNs: st.FirstTS, EndNs: now, Time: st.Time})
+		out = append(out, &ThreadRecord{PID: st.PID, TID: tid, Name: s.threadName(st.PID, tid), FirstNs: st.FirstTS, EndNs: now,
+			Time: st.Time, Waiting: waiting})
 	}
 	byID := map[pidTID]*ThreadRecord{}
 	for _, r := range out {
@@ -73,8 +75,10 @@ func (s *Session) threadName(pid, tid uint32) string {
 }
 
 // closeResumed adds to st, a thread's record in resume mode, the interval
-// since its latest resumption, from its counters in /proc (splitResumed).
-func closeResumed(st *ThreadState, tid uint32, now uint64) {
+// since its latest resumption, from its counters in /proc (splitResumed),
+// and returns the part of it off CPU: the wait it is in now (a thread that
+// waited since is resumed since, and its record is newer).
+func closeResumed(st *ThreadState, tid uint32, now uint64) (waiting [profile.NumStates]uint64) {
 	if !st.Based || now <= st.InTS {
 		return
 	}
@@ -86,7 +90,7 @@ func closeResumed(st *ThreadState, tid uint32, now uint64) {
 	if t, err := linux.ReadTask(int(st.PID), int(tid)); err == nil {
 		state = t.State
 	}
-	splitResumed(st, c.ExecNs, c.RunDelayNs, state, now)
+	return splitResumed(st, c.ExecNs, c.RunDelayNs, state, now)
 }
 
 // splitResumed adds to st the interval since its latest resumption (InTS)
@@ -100,7 +104,7 @@ func closeResumed(st *ThreadState, tid uint32, now uint64) {
 // whole of a 5 s sleep that a live view's tick caught in the instant after
 // its wake-up was counted so, and then again as sleeping once the thread
 // ran (the agent's windows added up to 168% of a thread's life, CI).
-func splitResumed(st *ThreadState, execNs, runDelayNs uint64, state byte, now uint64) {
+func splitResumed(st *ThreadState, execNs, runDelayNs uint64, state byte, now uint64) (waiting [profile.NumStates]uint64) {
 	span := now - st.InTS
 	cpu := min(sub(execNs, st.LastExec), span)
 	off := span - cpu
@@ -109,7 +113,10 @@ func splitResumed(st *ThreadState, execNs, runDelayNs uint64, state byte, now ui
 	st.Time[profile.Runnable] += run
 	if state != 'R' {
 		st.Time[stateOf(state)] += off - run
+		waiting[stateOf(state)] += off - run
 	}
+	waiting[profile.Runnable] += run
+	return waiting
 }
 
 // stateOf is the state a /proc state letter counts its thread in, for time
@@ -155,6 +162,13 @@ const UnseenOffCPUFunction = "[off-CPU, stack not seen yet]"
 //     it), and only then are they scaled down to the time the bucket
 //     really had. So a wait that spans buckets is not counted twice, and
 //     the short waits that follow it in its last bucket keep their time.
+//   - under the budget of off-CPU stacks (Plan.OffCPURate), a thread's
+//     short waits are sampled in part (thin samples, one period each): the
+//     time of its state no sample of the bucket covers, less the wait it
+//     is in now (ThreadRecord.Waiting, which goes to its latest stack as
+//     above), goes to its thin samples of the bucket in proportion, as
+//     Build does for a whole recording (Aggregator.scaleThin); not to the
+//     stack it was last seen in, which took it all before.
 //
 // So a bucket never holds more than the time its threads lived, and a
 // thread blocked for a minute shows in every bucket of that minute.
@@ -165,6 +179,7 @@ type Live struct {
 	startNs  uint64
 	periodNs uint64
 	prev     map[*aggEntry]int64
+	prevThin map[*aggEntry]int64 // each entry's thin weight at the last tick
 	prevT    map[uint32][profile.NumStates]uint64
 	// prevFirst is each thread's FirstNs at the last tick: another is a
 	// new record under its id.
@@ -191,7 +206,8 @@ type bucket struct {
 // startNs (Session.StartNs), sampled every periodNs, summed by a.
 func NewLive(a *Aggregator, startNs, periodNs uint64, keep int) *Live {
 	l := &Live{a: a, keep: max(keep, 1), startNs: startNs, periodNs: periodNs, prev: map[*aggEntry]int64{},
-		prevT: map[uint32][profile.NumStates]uint64{}, prevFirst: map[uint32]uint64{}, extra: map[extraKey]*aggEntry{}, carried: map[threadState]int64{},
+		prevThin: map[*aggEntry]int64{}, prevT: map[uint32][profile.NumStates]uint64{}, prevFirst: map[uint32]uint64{},
+		extra: map[extraKey]*aggEntry{}, carried: map[threadState]int64{},
 		pidOf: map[uint32]uint32{}}
 	a.live = l
 	return l
@@ -202,6 +218,8 @@ func NewLive(a *Aggregator, startNs, periodNs uint64, keep int) *Live {
 func (l *Live) merged(src, dst *aggEntry) {
 	l.prev[dst] += l.prev[src]
 	delete(l.prev, src)
+	l.prevThin[dst] += l.prevThin[src]
+	delete(l.prevThin, src)
 }
 
 // folded is told that thread tid's record and samples went to thread
@@ -238,6 +256,7 @@ func (l *Live) Tick(threads []*ThreadRecord, now uint64) {
 	gained := map[threadState][]*aggEntry{}
 	sum := map[threadState]int64{}
 	exact := map[threadState]int64{} // exact entries' gains: times, kept as they are
+	thin := map[*aggEntry]int64{} // the thin weight each entry gained
 	for _, e := range l.a.order {
 		if e.dead {
 			continue // Fold added it to another entry
@@ -247,6 +266,10 @@ func (l *Live) Tick(threads []*ThreadRecord, now uint64) {
 			continue
 		}
 		l.prev[e] = e.value
+		if g := e.thin - l.prevThin[e]; g > 0 {
+			thin[e] = g
+			l.prevThin[e] = e.thin
+		}
 		e.tick = l.ticks
 		k := threadState{e.tid, e.state}
 		b.values[e] = d
@@ -317,10 +340,17 @@ func (l *Live) Tick(threads []*ThreadRecord, now uint64) {
 				}
 				b.values[big] += want - given
 			case want > have:
-				e := l.where(t, st)
-				b.values[e] += want - have
+				rest := want - have
 				if st != profile.OnCPU {
-					l.carried[k] += want - have
+					// Less the wait in progress, to the thin samples.
+					rest -= spreadThin(b, es, thin, rest-min(rest, int64(t.Waiting[st])))
+				}
+				if rest > 0 {
+					e := l.where(t, st)
+					b.values[e] += rest
+					if st != profile.OnCPU {
+						l.carried[k] += rest
+					}
 				}
 			}
 			if t.Exited {
@@ -371,6 +401,7 @@ func (l *Live) Compact(idle uint32) {
 		}
 		dropped = true
 		delete(l.prev, e)
+		delete(l.prevThin, e)
 		if !e.dead {
 			k := string(entryKey(a.key[:0], e.pid, e.tid, e.state, e.stack, e.goid, e.comm))
 			if a.entries[k] == e {
@@ -408,6 +439,11 @@ func (l *Live) Forget(pids map[uint32]bool) {
 			delete(l.prev, e)
 		}
 	}
+	for e := range l.prevThin {
+		if pids[e.pid] {
+			delete(l.prevThin, e)
+		}
+	}
 	for k, e := range l.extra {
 		if pids[e.pid] {
 			delete(l.extra, k)
@@ -424,6 +460,35 @@ func (l *Live) Forget(pids map[uint32]bool) {
 			delete(l.carried, threadState{tid, st})
 		}
 	}
+}
+
+// spreadThin adds amount to the values in b of those of es that gained thin
+// weight (thin), in proportion to it, and returns what it gave: amount, or
+// 0 when none did.
+func spreadThin(b *bucket, es []*aggEntry, thin map[*aggEntry]int64, amount int64) int64 {
+	var total int64
+	var big *aggEntry
+	for _, e := range es {
+		if g := thin[e]; g > 0 {
+			total += g
+			if big == nil || g > thin[big] {
+				big = e
+			}
+		}
+	}
+	if total == 0 || amount <= 0 {
+		return 0
+	}
+	var given int64
+	for _, e := range es {
+		if g := thin[e]; g > 0 {
+			v := int64(float64(amount) * float64(g) / float64(total))
+			b.values[e] += v
+			given += v
+		}
+	}
+	b.values[big] += amount - given
+	return amount
 }
 
 // where is the stack that time of thread t in state st goes to when no

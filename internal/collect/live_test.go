@@ -310,3 +310,46 @@ func TestLiveTimeThatWentDown(t *testing.T) {
 		t.Errorf("three buckets of one thread add up to %v, want 3s", total)
 	}
 }
+
+// Under the budget of off-CPU stacks a thread's short waits are sampled in
+// part, one period each (thin samples): the bucket's time in the state that
+// no sample covers, less the wait in progress (which goes to the stack the
+// thread was last seen waiting in, and is carried), goes to the thin
+// samples in proportion, not all to the latest stack.
+func TestLiveScalesThinSamples(t *testing.T) {
+	const ms = time.Millisecond
+	a := NewAggregator(nil)
+	k := liveKernel()
+	l := NewLive(a, 0, uint64(10*ms), 5)
+	sec := uint64(time.Second)
+	thin := func(leaf uint64) *RawSample {
+		s := liveSample(5, profile.Sleeping, 10*ms, leaf)
+		s.Thin = true
+		return s
+	}
+	// Bucket 1: 400 ms asleep, of which 40 ms in a wait still in
+	// progress (at pipe_read, the latest stack); four thin samples taken
+	// of the short waits' periods, one at do_nanosleep and three at
+	// pipe_read.
+	a.Add(thin(0xc))
+	for range 3 {
+		a.Add(thin(0xd))
+	}
+	th := liveThread(5, 0, 0, 400*ms)
+	th.Waiting[profile.Sleeping] = uint64(40 * ms)
+	l.Tick([]*ThreadRecord{th}, sec)
+	w := byFunc(l.Window(1, k, "app"))
+	// 360 ms uncovered: 40 the wait in progress (pipe_read), 320 to the
+	// thin samples, a quarter and three quarters.
+	if w["do_nanosleep"][profile.Sleeping] != 90*ms || w["pipe_read"][profile.Sleeping] != 310*ms {
+		t.Errorf("bucket 1 %v: want do_nanosleep 90ms and pipe_read 310ms (not 10 and 390: all the uncovered time to the latest stack)", w)
+	}
+	// Bucket 2: the wait in progress ends after 60 ms (its exact sample:
+	// the 40 ms bucket 1 counted and 20 of bucket 2's).
+	a.Add(liveSample(5, profile.Sleeping, 60*ms, 0xd))
+	l.Tick([]*ThreadRecord{liveThread(5, 0, 0, 420*ms)}, sec+uint64(20*ms))
+	w = byFunc(l.Window(1, k, "app"))
+	if w["pipe_read"][profile.Sleeping] != 20*ms || len(w) != 1 {
+		t.Errorf("bucket 2 %v: want pipe_read 20ms alone (the wait's 40 ms in bucket 1 not counted twice)", w)
+	}
+}

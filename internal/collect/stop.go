@@ -21,6 +21,10 @@ type ThreadRecord struct {
 	EndNs    uint64
 	Exited   bool
 	Time     [profile.NumStates]uint64
+	// Waiting is the part of Time in the wait the thread is in now, which
+	// no sample holds yet (its resumption or switch-in sends it): set by
+	// Peek, for the live views.
+	Waiting [profile.NumStates]uint64
 }
 
 // Remainder is time a thread spent in a state that no stack sample
@@ -201,7 +205,7 @@ func (s *Session) Stop() (*Result, error) {
 
 // closeInterval accounts the interval still open at end, as the BPF program
 // does at a switch-in.
-func closeInterval(st *ThreadState, end uint64) {
+func closeInterval(st *ThreadState, end uint64) (waiting [profile.NumStates]uint64) {
 	if st.Exited {
 		return
 	}
@@ -224,8 +228,10 @@ func closeInterval(st *ThreadState, end uint64) {
 		st.Time[i] += d[i]
 		if i != int(profile.OnCPU) {
 			st.Acc[i] += d[i]
+			waiting[i] = d[i]
 		}
 	}
+	return waiting
 }
 
 func (s *Session) readThreads() (map[uint32]ThreadState, error) {
