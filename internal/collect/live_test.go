@@ -353,3 +353,25 @@ func TestLiveScalesThinSamples(t *testing.T) {
 		t.Errorf("bucket 2 %v: want pipe_read 20ms alone (the wait's 40 ms in bucket 1 not counted twice)", w)
 	}
 }
+
+// A thread's exit path (an exact entry, RawSample.Exact) keeps its time in
+// a live bucket, under do_exit; the thread's timer samples of the bucket
+// share the rest of its on-CPU time.
+func TestLiveKeepsExitPathTime(t *testing.T) {
+	const ms = time.Millisecond
+	a := NewAggregator(nil)
+	k := liveKernel()
+	l := NewLive(a, 0, uint64(10*ms), 5)
+	for range 2 {
+		a.Add(liveSample(5, profile.OnCPU, 10*ms, 0xa))
+	}
+	a.Add(&RawSample{PID: 1, TID: 5, Comm: "app", Exact: true, Kernel: []uint64{ExitPathPC},
+		Weight: [profile.NumStates]uint64{profile.OnCPU: uint64(3 * ms)}})
+	th := liveThread(5, 33*ms, 0, 0)
+	th.Exited = true
+	l.Tick([]*ThreadRecord{th}, uint64(time.Second))
+	w := byFunc(l.Window(1, k, "app"))
+	if w[ExitPathFunction][profile.OnCPU] != 3*ms || w["compute"][profile.OnCPU] != 30*ms {
+		t.Errorf("window %v: want do_exit 3ms and compute 30ms (the exit path's time kept, the rest to the timer's samples)", w)
+	}
+}
