@@ -687,6 +687,10 @@ func FuzzDecode(f *testing.F) {
 	r.klen = 12
 	f.Add(r.bytes())
 	f.Add(exitRec{typ: evExit, pid: 1, tid: 2, st: tstateRec{outState: 9}}.bytes())
+	tail := make([]byte, tailSize)
+	tail[0] = evTail
+	copy(tail[32:], "worker")
+	f.Add(tail)
 	f.Add([]byte{})
 	f.Add([]byte{1, 0, 0, 0})
 	f.Add([]byte{2, 0, 0, 0, 1, 2, 3})
@@ -716,6 +720,13 @@ func FuzzDecode(f *testing.F) {
 			}
 			if ev.State.OutState >= profile.NumStates {
 				t.Fatalf("out state %d", ev.State.OutState)
+			}
+		case *ThreadTail:
+			if len(b) < tailSize {
+				t.Fatalf("decoded an exit tail from %d bytes", len(b))
+			}
+			if len(ev.Comm) > 16 {
+				t.Fatalf("comm of %d bytes", len(ev.Comm))
 			}
 		case ProcessExec:
 			if len(b) < 8 {
