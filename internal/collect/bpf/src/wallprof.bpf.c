@@ -719,10 +719,12 @@ static __always_inline u8 classify(bool preempt, unsigned int prev_state)
 /* read_user_regs fills ip/sp/bp from the thread's saved user registers. */
 static __always_inline void read_user_regs(struct task_struct *task, struct sample_event *e)
 {
+	/* A BTF pointer: plain loads (the verifier makes them fault-safe),
+	 * not a helper call each. */
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
-	e->ip = BPF_CORE_READ(regs, ip);
-	e->sp = BPF_CORE_READ(regs, sp);
-	e->bp = BPF_CORE_READ(regs, bp);
+	e->ip = regs->ip;
+	e->sp = regs->sp;
+	e->bp = regs->bp;
 }
 
 /* snapshot_current copies the user stack memory at sp, for the user-space
@@ -775,6 +777,8 @@ struct unw_ctx {
 	u64 prev; /* the previous frame's pc */
 	u32 jumped;
 	u32 gen; /* the process's tables (unw_proc.gen): the row cache's key */
+	u32 go;   /* the process is a Go program (unw_proc.go) */
+	s32 idx0; /* frame 0's unw_lookup result */
 	u64 cgocb_lo, cgocb_hi, goexit_lo, goexit_hi; /* from the process's entry */
 	struct unw_cache k;
 };
@@ -877,6 +881,7 @@ static __always_inline bool unw_ctx_init(struct unw_ctx *c, u32 tgid)
 	c->k.map_first = p->slot * UNW_MAX_MAPS;
 	c->k.map_n = p->n;
 	c->gen = p->gen;
+	c->go = p->go;
 	c->cgocb_lo = p->cgocb_lo;
 	c->cgocb_hi = p->cgocb_hi;
 	c->goexit_lo = p->goexit_lo;
@@ -1116,6 +1121,8 @@ static __always_inline long unw_step_in(u64 i, struct unw_ctx *c, struct unw_fra
 	int idx;
 	struct unw_row rowbuf = {};
 	struct unw_row *r = unw_find(c, pc, &idx, cache, &rowbuf);
+	if (!n)
+		c->idx0 = idx;
 	u8 kind = r ? r->kind : UNW_NONE;
 	u8 bp_at_rbp = kind & UNW_BP_AT_RBP;
 	u64 cfa_off = r ? r->cfa_off : 0;
@@ -1215,17 +1222,12 @@ static long unw_step_task(u64 i, void *arg)
 __attribute__((noinline)) int unwind_regs(u64 ip, u64 sp, u64 bp, u64 g, u64 tgid_slot)
 {
 	u32 tgid = tgid_slot >> 32, slot = (u32)tgid_slot;
-	struct unw_proc *p = bpf_map_lookup_elem(&unw_procs, &tgid);
-	if (!p)
-		return 0;
-	u32 snap = p->go ? UNW_SNAP : 0;
 	struct unw_ctx c = {.ip = ip, .sp = sp, .bp = bp, .tgid = tgid, .slot = slot, .why = UNWR_DEPTH, .g = g};
 	if (!unw_ctx_init(&c, tgid))
 		return 0;
-	struct unw_row row;
-	int idx = unw_lookup_row(&c, ip, &row); /* frame 0's row, cached for the walk */
-	u32 nomap = idx == -2 ? UNW_NOMAP : 0;
+	u32 snap = c.go ? UNW_SNAP : 0;
 	bpf_loop(MAX_STACK, unw_step, &c, 0);
+	u32 nomap = c.idx0 == -2 ? UNW_NOMAP : 0;
 	u32 n = c.n;
 	if (n > MAX_STACK)
 		n = MAX_STACK;
@@ -1240,7 +1242,7 @@ static __always_inline bool unwind_user(struct sample_event *e, u32 slot)
 	if (!unwind_tables || !e->ip)
 		return false;
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	u32 r = (u32)unwind_regs(e->ip, e->sp, e->bp, BPF_CORE_READ(regs, r14), (u64)e->pid << 32 | slot);
+	u32 r = (u32)unwind_regs(e->ip, e->sp, e->bp, regs->r14, (u64)e->pid << 32 | slot);
 	if (!r)
 		return false;
 	struct unw_frames *fr = bpf_map_lookup_elem(&unw_frames, &slot);
@@ -1292,7 +1294,12 @@ static __always_inline void fill_header(struct sample_event *e, u32 flags)
 	e->flags = flags;
 	e->unwind = 0;
 	e->ts = bpf_ktime_get_ns();
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	/* Two loads from the task (a BTF pointer), not a helper call: the
+	 * kernel keeps comm NUL-terminated. */
+	struct task_struct *task = bpf_get_current_task_btf();
+	u64 *src = (u64 *)task->comm, *dst = (u64 *)e->comm;
+	dst[0] = src[0];
+	dst[1] = src[1];
 }
 
 /* sample_buf is the buffer a sample is built in, in context slot, or NULL
