@@ -74,7 +74,7 @@ func TestRecordThreadChurn(t *testing.T) {
 	// The cgroup's CPU time is every charge the scheduler made to the
 	// program's threads, their exit paths to their last switch included.
 	// getrusage adds an exited thread's time as last charged before its
-	// release (3-4% less here), so against it the recording may be over by
+	// release (3-5% less here), so against it the recording may be over by
 	// that much. Before the exit paths were counted (ThreadTail), 6-11%
 	// was missing; before the reused ids were merged, 10-42%. What the
 	// recording counts and the kernel does not: the time the hypervisor
