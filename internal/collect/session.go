@@ -815,6 +815,7 @@ type coreObjects struct {
 	UnwMaps     *ebpf.Map      `ebpf:"unw_maps"`
 	UnwFrames   *ebpf.Map      `ebpf:"unw_frames"`
 	UnwIterFr   *ebpf.Map      `ebpf:"unw_iter_frames"`
+	ExitTails   *ebpf.Map      `ebpf:"exit_tails"` // threads that exited, until the kernel frees them (on_task_free)
 	StartNs     *ebpf.Variable `ebpf:"start_ns"`
 	UseRd       *ebpf.Variable `ebpf:"use_rd"`
 	ResumeMode  *ebpf.Variable `ebpf:"resume_mode"`
@@ -900,7 +901,7 @@ func (s *Session) loadOptionals(names ...string) ([]*ebpf.Program, error) {
 		"cpu_in": s.objs.core.CPUIn, ".bss": s.objs.core.BSS, ".data": s.objs.core.Data,
 		"unw_rows": s.objs.core.UnwRows, "unw_files": s.objs.core.UnwFiles,
 		"unw_procs": s.objs.core.UnwProcs, "unw_frames": s.objs.core.UnwFrames,
-		"unw_maps": s.objs.core.UnwMaps, "unw_iter_frames": s.objs.core.UnwIterFr,
+		"unw_maps": s.objs.core.UnwMaps, "unw_iter_frames": s.objs.core.UnwIterFr, "exit_tails": s.objs.core.ExitTails,
 		"walk_timers": s.objs.core.WalkTimers, "walk_wake": s.objs.core.WalkWake, "walk_kbufs": s.objs.core.WalkKbufs,
 	}})
 	if err != nil {
