@@ -256,7 +256,7 @@ func (l *Live) Tick(threads []*ThreadRecord, now uint64) {
 	gained := map[threadState][]*aggEntry{}
 	sum := map[threadState]int64{}
 	exact := map[threadState]int64{} // exact entries' gains: times, kept as they are
-	thin := map[*aggEntry]int64{} // the thin weight each entry gained
+	thin := map[*aggEntry]int64{}    // the thin weight each entry gained
 	for _, e := range l.a.order {
 		if e.dead {
 			continue // Fold added it to another entry
