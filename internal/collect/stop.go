@@ -91,7 +91,9 @@ func (s *Session) awaitExitPaths(max time.Duration) {
 	var keys []uint64
 	var key uint64
 	err := m.NextKey(nil, &key)
-	for err == nil && len(keys) < 4096 {
+	// At most 512 (a system-wide recording of a machine that starts
+	// threads without pause has many): each poll looks each one up.
+	for err == nil && len(keys) < 512 {
 		keys = append(keys, key)
 		err = m.NextKey(key, &key)
 	}
@@ -106,7 +108,7 @@ func (s *Session) awaitExitPaths(max time.Duration) {
 		}
 		keys = left
 		if len(keys) > 0 {
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond)
 		}
 	}
 }
