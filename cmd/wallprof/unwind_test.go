@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -341,3 +343,50 @@ func TestRecordShortChildrenNamed(t *testing.T) {
 		t.Errorf("%d of %d user frames of the short children unnamed, want under 5%%", unknown, frames)
 	}
 }
+
+// TestRecordUnwindsAtTheStackTop records a loop whose stack ends a few
+// hundred bytes above it, at an unreadable page (a context of its own,
+// makecontext): the in-kernel walk reads the stack through a window larger
+// than what is left of it, and must still take every frame up to the
+// context's entry.
+func TestRecordUnwindsAtTheStackTop(t *testing.T) {
+	requireRecording(t)
+	bin := groundtruth.Build(t, "topstack")
+	out := filepath.Join(t.TempDir(), "topstack.pb.gz")
+	code, stderr := wallprof(t, "record", "-F", "999", "-o", out, "--", bin, "2")
+	if code != 0 {
+		t.Fatalf("wallprof record exited %d:\n%s", code, stderr)
+	}
+	p := readProfile(t, out)
+	chain := []string{"ctx_entry", "ctx_work", "ctx_leaf"}
+	var with, complete int64
+	for _, s := range p.Samples {
+		funcs := stackFuncs(s)
+		if s.State != profile.OnCPU || !inOrder(funcs, chain[2:]) {
+			continue
+		}
+		with += s.Value
+		if inOrder(funcs, chain) {
+			complete += s.Value
+		}
+	}
+	t.Logf("%d of %d ns under ctx_leaf have the whole chain\n%s", complete, with, stderr)
+	if with == 0 {
+		t.Fatalf("no on-CPU sample in ctx_leaf:\n%s", stderr)
+	}
+	if float64(complete) < 0.95*float64(with) {
+		t.Errorf("%.1f%% of ctx_leaf's on-CPU time has %s; want 95%%", 100*float64(complete)/float64(with), strings.Join(chain, " > "))
+	}
+	// User space repairs a walk that stopped early from the stack's
+	// snapshot, so the chain alone would not show the kernel's walk
+	// failing at the top: its note says where walks stopped.
+	if m := readStopRe.FindStringSubmatch(stderr); m != nil {
+		if v, err := strconv.ParseFloat(m[1], 64); err == nil && v >= 1 {
+			t.Errorf("%s%% of the kernel's walks stopped at stack memory they could not read; want none:\n%s", m[1], stderr)
+		}
+	}
+}
+
+// readStopRe finds the share of walks that stopped at unreadable stack
+// memory in record's note on the in-kernel unwinder.
+var readStopRe = regexp.MustCompile(`stack memory that could not be read [<>]?([0-9.]+)%`)

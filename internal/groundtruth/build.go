@@ -23,10 +23,12 @@ var cFlags = map[string][]string{
 	// Without frame pointers, as distributions build: for the in-kernel
 	// unwinder.
 	"nofp": {"-O2", "-g", "-fomit-frame-pointer", "-pthread"},
+	// A stack that ends at an unreadable page, right above its frames.
+	"topstack": {"-O2", "-g", "-fomit-frame-pointer"},
 }
 
 // Build compiles the workload name ("cgt", "pingpong", "cpubound", "flood",
-// "nofp" or "gogt") and returns the path of its binary.
+// "nofp", "topstack" or "gogt") and returns the path of its binary.
 //
 // Binaries are cached in a directory under os.TempDir() named by a hash of
 // the sources, the flags and the compiler version, so every test of a run

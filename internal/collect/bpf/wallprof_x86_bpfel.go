@@ -172,8 +172,11 @@ type WallprofUnwFile struct {
 }
 
 type WallprofUnwFrames struct {
-	_  structs.HostLayout
-	Pc [127]uint64
+	_       structs.HostLayout
+	Pc      [127]uint64
+	WinBase uint64
+	WinLen  uint64
+	Win     [512]uint8
 }
 
 type WallprofUnwMap struct {
@@ -199,7 +202,7 @@ type WallprofUnwProc struct {
 
 type WallprofUnwRcache struct {
 	_ structs.HostLayout
-	E [128]struct {
+	E [256]struct {
 		_    structs.HostLayout
 		Pc   uint64
 		Tgid uint32
@@ -208,6 +211,7 @@ type WallprofUnwRcache struct {
 		Row  WallprofUnwRow
 		Pad  uint32
 	}
+	Next [64]uint8
 }
 
 type WallprofUnwRow struct {

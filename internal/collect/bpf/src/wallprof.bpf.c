@@ -508,9 +508,20 @@ struct {
 
 /* The frames being unwound: slot 0 for the tracepoints, 1 for the timer,
  * which can interrupt them. The task iterator, which may sleep and move
- * between CPUs, has unw_iter_frames. */
+ * between CPUs, has unw_iter_frames.
+ *
+ * With them, the walk's window on the user stack (unw_win_read): one user
+ * read costs ~100 ns in this kind of VM, whatever its size up to a few
+ * hundred bytes, and a walk read two words a frame, 70% of a sample's
+ * walk. UNW_WIN bytes from the first word the walk needs are read at once
+ * and the frames above read from the copy, a new window read where a word
+ * lies outside it. */
+#define UNW_WIN 512
 struct unw_frames {
 	u64 pc[MAX_STACK];
+	u64 win_base;
+	u64 win_len; /* 0: no window (a new walk) */
+	u8 win[UNW_WIN];
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -784,14 +795,19 @@ struct unw_ctx {
 };
 
 /* The row cache: the outcome of unw_lookup at a pc of a process's tables,
- * per CPU and slot (the timer's interrupts the tracepoints'), direct-mapped.
- * A thread on a CPU comes back to the same few return addresses sample
- * after sample, and the searches (of the mappings, then of the rows: each
- * step of a bpf_loop an indirect call) were most of a sample's time: 3 of
- * its 4 us at 999 Hz. Keyed by the process's gen, which user space makes
- * new at every load of its tables (a table that arrives later, an exec, a
- * process id reused): an entry stays right for as long as it can match. */
-#define UNW_RC_SIZE 128
+ * per CPU and slot (the timer's interrupts the tracepoints'). A thread on
+ * a CPU comes back to the same few return addresses sample after sample,
+ * and the searches (of the mappings, then of the rows: each step of a
+ * bpf_loop an indirect call) were most of a sample's time: 3 of its 4 us
+ * at 999 Hz. Keyed by the process's gen, which user space makes new at
+ * every load of its tables (a table that arrives later, an exec, a process
+ * id reused): an entry stays right for as long as it can match.
+ * Four ways a set: direct-mapped (128 entries), a CPU-bound loop's ~30
+ * leaf pcs and its return addresses collided, and 5% of the lookups missed
+ * for as long as it ran (a miss is a whole search). */
+#define UNW_RC_WAYS 4
+#define UNW_RC_SETS 64
+#define UNW_RC_SET_BITS 6
 struct unw_rc_entry {
 	u64 pc;
 	u32 tgid;
@@ -801,7 +817,8 @@ struct unw_rc_entry {
 	u32 pad;
 };
 struct unw_rcache {
-	struct unw_rc_entry e[UNW_RC_SIZE];
+	struct unw_rc_entry e[UNW_RC_SETS * UNW_RC_WAYS];
+	u8 next[UNW_RC_SETS]; /* the way a set's next miss replaces */
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -1007,12 +1024,21 @@ __attribute__((noinline)) int unw_lookup_row(struct unw_ctx *c, u64 pc, struct u
 	u32 slot = c->slot;
 	struct unw_rcache *rc = bpf_map_lookup_elem(&unw_rcache, &slot);
 	if (rc && c->gen) {
-		u32 h = (u32)(pc ^ (pc >> 7) ^ c->tgid) & (UNW_RC_SIZE - 1);
-		ce = &rc->e[h];
-		if (ce->pc == pc && ce->tgid == c->tgid && ce->gen == c->gen) {
-			*row = ce->row;
-			return ce->idx;
+		/* Fibonacci hashing: a function's pcs, a few bytes apart,
+		 * spread over the sets. */
+		u32 set = (u32)(((pc ^ ((u64)c->tgid << 40)) * 0x9E3779B97F4A7C15ULL) >> (64 - UNW_RC_SET_BITS));
+		set &= UNW_RC_SETS - 1;
+#pragma unroll
+		for (u32 w = 0; w < UNW_RC_WAYS; w++) {
+			ce = &rc->e[set * UNW_RC_WAYS + w];
+			if (ce->pc == pc && ce->tgid == c->tgid && ce->gen == c->gen) {
+				*row = ce->row;
+				return ce->idx;
+			}
 		}
+		u32 way = rc->next[set] & (UNW_RC_WAYS - 1);
+		rc->next[set] = way + 1;
+		ce = &rc->e[set * UNW_RC_WAYS + way];
 	}
 	int i = unw_lookup(&c->k, pc);
 	struct unw_row *r = NULL;
@@ -1066,6 +1092,44 @@ static __always_inline long unw_read(u64 *dst, u64 addr, struct task_struct *tas
 	return bpf_probe_read_user(dst, 8, (void *)addr);
 }
 
+/* unw_win_read reads the 8 bytes of the current thread's user memory at
+ * addr through fr's window (see struct unw_frames), which it moves to addr
+ * when they lie outside it; 0 or a negative errno. Where the window's
+ * bytes cannot all be read (the stack's top page ends before them) it
+ * takes those up to the page's end, and where not even that, the word
+ * alone. A global function: the verifier checks it once. */
+__attribute__((noinline)) int unw_win_read(struct unw_frames *fr, u64 addr, u64 *dst)
+{
+	if (!fr || !dst)
+		return -14; /* EFAULT */
+	u64 off = addr - fr->win_base;
+	if (addr >= fr->win_base && off <= UNW_WIN - 8 && off + 8 <= fr->win_len) {
+		*dst = *(u64 *)(fr->win + off);
+		return 0;
+	}
+	fr->win_len = 0;
+	u64 len = UNW_WIN;
+	if (bpf_probe_read_user(fr->win, UNW_WIN, (void *)addr)) {
+		len = 4096 - (addr & 4095);
+		/* Within one page the word itself cannot be read. */
+		if (len >= UNW_WIN || len < 8 || bpf_probe_read_user(fr->win, len, (void *)addr))
+			return bpf_probe_read_user(dst, 8, (void *)addr);
+	}
+	fr->win_base = addr;
+	fr->win_len = len;
+	*dst = *(u64 *)fr->win;
+	return 0;
+}
+
+/* unw_read_stack is unw_read for the words of the stack that the walk
+ * steps through: through fr's window for the current thread. */
+static __always_inline long unw_read_stack(u64 *dst, u64 addr, struct task_struct *task, struct unw_frames *fr)
+{
+	if (task)
+		return bpf_copy_from_user_task(dst, 8, (void *)addr, task, 0);
+	return unw_win_read(fr, addr, dst);
+}
+
 /* unw_cgo_jump continues a walk that reached the bottom of the goroutine
  * stack of a call from C into Go (Go before 1.26 or so): the frame before
  * was runtime.cgocallback's copy on the goroutine stack, whose return
@@ -1111,6 +1175,8 @@ static __always_inline long unw_step_in(u64 i, struct unw_ctx *c, struct unw_fra
 		c->why = UNWR_DEPTH;
 		return 1;
 	}
+	if (!i)
+		fr->win_len = 0; /* a new walk: the window is another's */
 	if (i)
 		unw_cgo_jump(c, task); /* in place of a goexit that is not the bottom */
 	fr->pc[i] = c->ip;
@@ -1144,7 +1210,7 @@ static __always_inline long unw_step_in(u64 i, struct unw_ctx *c, struct unw_fra
 			c->why = UNWR_STACK;
 			return 1;
 		}
-		if (unw_read(&bp, c->bp, task)) {
+		if (unw_read_stack(&bp, c->bp, task, fr)) {
 			c->why = UNWR_READ;
 			return 1;
 		}
@@ -1160,7 +1226,7 @@ static __always_inline long unw_step_in(u64 i, struct unw_ctx *c, struct unw_fra
 		cfa = c->sp + 8 + (((c->ip & 15) >= r->cfa_off) ? 8 : 0);
 		break;
 	case UNW_DEREF_RBP:
-		if (unw_read(&cfa, c->bp + (s64)(short)r->cfa_off, task)) {
+		if (unw_read_stack(&cfa, c->bp + (s64)(short)r->cfa_off, task, fr)) {
 			c->why = UNWR_READ;
 			return 1;
 		}
@@ -1177,13 +1243,13 @@ static __always_inline long unw_step_in(u64 i, struct unw_ctx *c, struct unw_fra
 		c->why = UNWR_STACK;
 		return 1;
 	}
-	if (unw_read(&ra, cfa - 8, task)) {
+	if (unw_read_stack(&ra, cfa - 8, task, fr)) {
 		c->why = UNWR_READ;
 		return 1;
 	}
 	if (r && kind != UNW_NONE && (r->bp_off || bp_at_rbp)) {
 		u64 at = (bp_at_rbp ? c->bp : cfa) + (s64)r->bp_off * 8;
-		if (unw_read(&bp, at, task)) {
+		if (unw_read_stack(&bp, at, task, fr)) {
 			c->why = UNWR_READ;
 			return 1;
 		}
