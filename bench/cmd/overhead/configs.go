@@ -174,9 +174,9 @@ var allConfigs = []config{
 		return append([]string{e.Timerfloor, "-F", "99", "-bpf", "-hooks", "default", "--"}, argv...)
 	}, Optional: true},
 	// The same for walk mode: its tracepoints are the new threads', the
-	// forks' and the exits'.
+	// forks', the exits' and the tasks' release (a thread's exit path).
 	{Name: "hook-floor-99-walk", Wrap: func(e *env, argv []string) []string {
-		return append([]string{e.Timerfloor, "-F", "99", "-bpf", "-hooks", "sched_wakeup_new,sched_process_fork,sched_process_exit", "--"}, argv...)
+		return append([]string{e.Timerfloor, "-F", "99", "-bpf", "-hooks", "sched_wakeup_new,sched_process_fork,sched_process_exit,sched_process_free", "--"}, argv...)
 	}, Optional: true},
 	{Name: "timer-bpf-999", Wrap: func(e *env, argv []string) []string {
 		return append([]string{e.Timerfloor, "-F", "999", "-bpf", "--"}, argv...)

@@ -69,9 +69,9 @@ func main() {
 }
 
 // defaultHooks are the tracepoints of wallprof's default mode (see
-// internal/collect/attach.go): the thread's resumption, new threads, forks
-// and exits.
-const defaultHooks = "sched_exit_tp,sched_wakeup_new,sched_process_fork,sched_process_exit"
+// internal/collect/attach.go): the thread's resumption, new threads, forks,
+// exits and the tasks' release (a thread's exit path).
+const defaultHooks = "sched_exit_tp,sched_wakeup_new,sched_process_fork,sched_process_exit,sched_process_free"
 
 // attachHooks attaches an empty tp_btf program to each tracepoint in list
 // and returns what detaches them.
