@@ -10,6 +10,7 @@
 #   none            nothing but the load
 #   wallprof        wallprof record -F HZ -p PID (goroutine view on: the default)
 #   wallprof_nogv   the same with --goroutines off
+#   wallprof_base   the same as wallprof with another build, WALLPROF_BASE
 #   burner          a plain CPU burner on CPU 1 at BURN (0.02: 2%) in 0.5 ms bursts
 # and measures, over DURATION of load after a warm-up:
 #   - the client's p50/p99 (wallprof load's HDR histogram of every request);
@@ -23,7 +24,8 @@
 # As root, from anywhere in the repository:
 #   ROUNDS=18 bench/goroutines/pinned.sh
 # Variables: ROUNDS (18), N (10000), RATE (1000), DURATION (10s), HZ (99),
-# CONFIGS ("none wallprof wallprof_nogv burner"), BURN (0.02), OUT.
+# CONFIGS ("none wallprof wallprof_nogv burner"), BURN (0.02), OUT,
+# WALLPROF_BASE (for wallprof_base).
 set -euo pipefail
 
 die() { echo "pinned.sh: $*" >&2; exit 1; }
@@ -57,6 +59,10 @@ rev=$(git -C "$root" rev-parse --short HEAD)
 mkdir -p "$bin/src"
 git -C "$root" archive "$rev" | tar -x -C "$bin/src"
 (cd "$bin/src" && go build -o "$bin/wallprof" ./cmd/wallprof)
+if [[ $CONFIGS == *wallprof_base* ]]; then
+	[[ -x ${WALLPROF_BASE:-} ]] || die "wallprof_base needs WALLPROF_BASE, another wallprof build"
+	cp "$WALLPROF_BASE" "$bin/wallprof-base"
+fi
 (cd "$here/server" && go build -o "$bin/server" . && go build -o "$bin/burner" ./burner)
 wp=$bin/wallprof
 {
@@ -83,10 +89,11 @@ one_run() {
 	local url="http://127.0.0.1:$port/order"
 	taskset -c 1 "$wp" load --rate "$RATE/s" --duration 2s --json "$url" >/dev/null
 	case $cfg in
-	wallprof | wallprof_nogv)
-		local gv=auto
+	wallprof | wallprof_nogv | wallprof_base)
+		local gv=auto rec=$wp
 		[[ $cfg == wallprof_nogv ]] && gv=off
-		taskset -c 1 "$wp" record -F "$HZ" --goroutines "$gv" -p "$spid" -o "$bin/$tag.pb.gz" >"$OUT/$tag.wallprof.out" 2>&1 &
+		[[ $cfg == wallprof_base ]] && rec=$bin/wallprof-base
+		taskset -c 1 "$rec" record -F "$HZ" --goroutines "$gv" -p "$spid" -o "$bin/$tag.pb.gz" >"$OUT/$tag.wallprof.out" 2>&1 &
 		xpid=$!
 		for _ in $(seq 100); do
 			grep -q 'recording process' "$OUT/$tag.wallprof.out" && break
