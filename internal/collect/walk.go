@@ -120,8 +120,19 @@ func (w *walker) run() {
 	// ordinary thread.)
 	_ = linux.LockPrompt()
 	// Asleep, it keeps its P (SleepUntilHeld) where there is another for
-	// wallprof's other goroutines: with one (GOMAXPROCS=1, a container
-	// given one CPU), they would run only when it yields.
+	// wallprof's other goroutines. Where the runtime chose one P (wallprof
+	// confined to one CPU by taskset, or by a container's quota) it asks
+	// for a second: a P costs no CPU, and with one the walker either keeps
+	// it, and the other goroutines run only when it yields, or gives it up
+	// at each sleep, which the runtime's sysmon sees as a long system call:
+	// it hands the P to another thread, wakes one, and polls every 20 µs
+	// for a millisecond after (recording a ping-pong with wallprof on one
+	// CPU: 3,200 sysmon wake-ups a second, 820 with two Ps, and a third
+	// less of wallprof's CPU: BENCHMARKS.md, session 24). A GOMAXPROCS
+	// set by the user is kept.
+	if runtime.GOMAXPROCS(0) < 2 && os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(2)
+	}
 	sleep := linux.SleepUntil
 	if runtime.GOMAXPROCS(0) >= 2 {
 		sleep = linux.SleepUntilHeld
