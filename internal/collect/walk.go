@@ -161,6 +161,10 @@ func (w *walker) run() {
 		if next < now {
 			next = now // late: from now on
 		}
+		if next-yielded >= uint64(yieldEvery) {
+			runtime.Gosched()
+			yielded = linux.Monotonic()
+		}
 		sleep(next)
 		select {
 		case <-w.quit:
@@ -171,15 +175,12 @@ func (w *walker) run() {
 		if err := w.read(files, iters); err != nil && w.err == nil {
 			w.err = err
 		}
-		if now := linux.Monotonic(); now-yielded >= uint64(yieldEvery) {
-			yielded = now
-			runtime.Gosched()
-		}
 	}
 }
 
 // yieldEvery is how often the walker's goroutine yields to the Go
-// scheduler, after a walk. Its system calls alone never reschedule it
+// scheduler, before a sleep that would end yieldEvery or more after its
+// last yield. Its system calls alone never reschedule it
 // (it is locked to its thread), and the runtime's sysmon takes the P of a
 // goroutine that has run 10 ms without rescheduling whenever it finds it
 // in a system call: the walker lost its P during nearly every sleep, and
@@ -189,9 +190,12 @@ func (w *walker) run() {
 // second (148); recording a 10,000-goroutine server, 5.06 s in 20 s (4.62;
 // medians of bench/walkcost.sh). A yield costs a hand-off of the P and
 // back (the goroutine is locked to its thread); every 8 ms, so that
-// sysmon never counts 10 ms without one. Done after the walk, not between the wake-up
-// and the read, which it would delay (the walk's instant is the wake-up:
-// doc/recorder.md).
+// sysmon never counts 10 ms without one. Checked after each walk, the
+// yields came up to 8 ms and a whole interval apart: recording a
+// ping-pong, sysmon asked the walker to yield 25 times a second (8 with
+// the check before the sleep). Done before the sleep, not between the
+// wake-up and the read, which it would delay (the walk's instant is the
+// wake-up: doc/recorder.md).
 const yieldEvery = 8 * time.Millisecond
 
 // walkThreads is how many threads a walk reads at its full rate: a walk
