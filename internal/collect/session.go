@@ -55,8 +55,11 @@ type Session struct {
 	links   []link.Link
 	perfFDs []int
 	reader  *ringbuf.Reader
-	stats   statsSwitch
-	unwind  *unwindTables // nil with Plan.FramePointersOnly
+	// ringWait parks Run between reads in the runtime's poller, nil: Run
+	// waits in the reader's epoll_wait.
+	ringWait *ringWait
+	stats    statsSwitch
+	unwind   *unwindTables // nil with Plan.FramePointersOnly
 
 	startNs   uint64
 	wallStart time.Time
@@ -168,6 +171,7 @@ func Open(plan Plan) (*Session, error) {
 		return nil, fmt.Errorf("open BPF ring buffer: %w", err)
 	}
 	s.reader = rd
+	s.ringWait = newRingWait(s.objs.core.Events)
 	if !plan.FramePointersOnly {
 		c := &s.objs.core
 		s.unwind = newUnwindTables(c.UnwRows, c.UnwFiles, c.UnwProcs, c.UnwMaps, plan.unwindRows())
@@ -618,7 +622,7 @@ func (s *Session) UnwindStats() (UnwindStats, bool) {
 // thread) asks for a shorter interval.
 func (s *Session) SetReadInterval(d time.Duration) {
 	s.poll.Store(int64(d))
-	_ = s.reader.Flush()
+	_ = s.wakeReader()
 }
 
 // Run reads samples until Stop is called, passing each to sink. Samples
@@ -628,69 +632,99 @@ func (s *Session) Run(sink func(*RawSample)) {
 	s.sink = sink
 	defer close(s.finished)
 	var rec ringbuf.Record
+	wakeBytes := int(s.plan.ringBytes() / 4) // ring_wake
+	full := func() bool { return s.reader.AvailableBytes() > wakeBytes }
 	for {
-		s.reader.SetDeadline(time.Now().Add(time.Duration(s.poll.Load())))
-		err := s.reader.ReadInto(&rec)
-		switch {
-		case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, ringbuf.ErrFlushed):
-			if errors.Is(err, ringbuf.ErrFlushed) {
-				s.drained()
+		deadline := time.Now().Add(time.Duration(s.poll.Load()))
+		if s.ringWait != nil {
+			s.ringWait.wait(deadline, full)
+			deadline = time.Now() // read what the ring holds, then wait again
+		}
+		// The callers of Drain so far: this read ends once the ring is
+		// empty, after they called.
+		waiters := s.takeDrainWaiters()
+		s.reader.SetDeadline(deadline)
+		for {
+			err := s.reader.ReadInto(&rec)
+			if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, ringbuf.ErrFlushed) {
+				break
 			}
-			select {
-			case <-s.done:
+			if errors.Is(err, ringbuf.ErrClosed) {
+				s.drained(waiters)
 				return
-			default:
+			}
+			if err != nil {
+				s.decodeError(err)
 				continue
 			}
-		case errors.Is(err, ringbuf.ErrClosed):
+			s.handle(rec.RawSample, sink)
+		}
+		s.drained(waiters)
+		select {
+		case <-s.done:
 			return
-		case err != nil:
-			s.decodeError(err)
-			continue
-		}
-		ev, err := Decode(rec.RawSample)
-		if err != nil {
-			s.decodeError(err)
-			continue
-		}
-		switch ev := ev.(type) {
-		case *RawSample:
-			if !ev.Carry {
-				s.samples.Add(1)
-			}
-			if s.unwind != nil && len(ev.User) > 0 && (ev.Unwind&UnwindDone == 0 || ev.Unwind&UnwindNoMap != 0) {
-				s.unwind.nudge(ev.PID)
-			}
-			if ev.Final {
-				s.mu.Lock()
-				s.finals = append(s.finals, ev)
-				s.mu.Unlock()
-			} else {
-				sink(ev)
-			}
-		case *ThreadExit:
-			s.mu.Lock()
-			into, folded := s.exits.add(ev, s.onFold != nil)
-			s.mu.Unlock()
-			if folded {
-				s.onFold(ev.PID, ev.TID, into)
-			}
-		case *ThreadTail:
-			s.mu.Lock()
-			tid, ok := s.exits.addTail(ev)
-			s.mu.Unlock()
-			if ok {
-				w := [profile.NumStates]uint64{}
-				w[profile.OnCPU] = ev.Nanos
-				sink(&RawSample{PID: ev.PID, TID: tid, Comm: ev.Comm, TS: ev.TS, Exact: true,
-					Weight: w, Kernel: []uint64{ExitPathPC}})
-			}
-		case ProcessExec:
-			if s.onExec != nil {
-				s.onExec(uint32(ev))
-			}
+		default:
 		}
 	}
+}
+
+// handle decodes one record of the ring and passes it on.
+func (s *Session) handle(raw []byte, sink func(*RawSample)) {
+	ev, err := Decode(raw)
+	if err != nil {
+		s.decodeError(err)
+		return
+	}
+	switch ev := ev.(type) {
+	case *RawSample:
+		if !ev.Carry {
+			s.samples.Add(1)
+		}
+		if s.unwind != nil && len(ev.User) > 0 && (ev.Unwind&UnwindDone == 0 || ev.Unwind&UnwindNoMap != 0) {
+			s.unwind.nudge(ev.PID)
+		}
+		if ev.Final {
+			s.mu.Lock()
+			s.finals = append(s.finals, ev)
+			s.mu.Unlock()
+		} else {
+			sink(ev)
+		}
+	case *ThreadExit:
+		s.mu.Lock()
+		into, folded := s.exits.add(ev, s.onFold != nil)
+		s.mu.Unlock()
+		if folded {
+			s.onFold(ev.PID, ev.TID, into)
+		}
+	case *ThreadTail:
+		s.mu.Lock()
+		tid, ok := s.exits.addTail(ev)
+		s.mu.Unlock()
+		if ok {
+			w := [profile.NumStates]uint64{}
+			w[profile.OnCPU] = ev.Nanos
+			sink(&RawSample{PID: ev.PID, TID: tid, Comm: ev.Comm, TS: ev.TS, Exact: true,
+				Weight: w, Kernel: []uint64{ExitPathPC}})
+		}
+	case ProcessExec:
+		if s.onExec != nil {
+			s.onExec(uint32(ev))
+		}
+	}
+}
+
+// wakeReader makes Run read the ring now rather than at its next poll.
+func (s *Session) wakeReader() error {
+	if s.ringWait != nil {
+		s.ringWait.wake()
+		return nil
+	}
+	if err := s.reader.Flush(); err != nil {
+		s.reader.SetDeadline(time.Now())
+		return err
+	}
+	return nil
 }
 
 // Drain returns once Run has passed to its sink every sample the ring
@@ -702,7 +736,7 @@ func (s *Session) Drain() {
 	s.drainMu.Lock()
 	s.drainWaiters = append(s.drainWaiters, ch)
 	s.drainMu.Unlock()
-	if err := s.reader.Flush(); err != nil {
+	if err := s.wakeReader(); err != nil {
 		return
 	}
 	select {
@@ -712,14 +746,21 @@ func (s *Session) Drain() {
 	}
 }
 
-// drained wakes the callers of Drain: Run has read what was pending.
-func (s *Session) drained() {
+// takeDrainWaiters returns the callers of Drain so far.
+func (s *Session) takeDrainWaiters() []chan struct{} {
 	s.drainMu.Lock()
-	for _, ch := range s.drainWaiters {
+	defer s.drainMu.Unlock()
+	w := s.drainWaiters
+	s.drainWaiters = nil
+	return w
+}
+
+// drained wakes the callers of Drain in waiters: Run has read what was
+// pending when they called.
+func (s *Session) drained(waiters []chan struct{}) {
+	for _, ch := range waiters {
 		close(ch)
 	}
-	s.drainWaiters = nil
-	s.drainMu.Unlock()
 }
 
 func (s *Session) decodeError(err error) {

@@ -135,9 +135,7 @@ func (s *Session) Stop() (*Result, error) {
 	close(s.done)
 	// Wake Run now rather than at its next poll: it reads what is left in
 	// the ring, then returns.
-	if err := s.reader.Flush(); err != nil {
-		s.reader.SetDeadline(time.Now())
-	}
+	_ = s.wakeReader()
 	<-s.finished
 
 	res := &Result{
@@ -356,6 +354,10 @@ func (s *Session) Close() {
 	if s.reader != nil {
 		_ = s.reader.Close()
 		s.reader = nil
+	}
+	if s.ringWait != nil {
+		s.ringWait.close()
+		s.ringWait = nil
 	}
 	// Statistics are read before the programs are closed.
 	_ = s.objs.Close()
