@@ -605,6 +605,39 @@ func TestRecordCostWithStatsAlreadyOn(t *testing.T) {
 	}
 }
 
+// The walker sleeps without giving up its P; a signal that ends its sleep
+// early may be the runtime's request to stop the world, which it repeats
+// every 100 µs until the walker yields. Slept through, each of the
+// collector's stops waited for the rest of the walker's sleep: with walks
+// 2 s apart, a 5-s ping-pong took 16 s to record and 1.6 s of wallprof's
+// CPU. Long intervals are what low rates and processes of many threads
+// give (a walk of N threads comes N/64 times less often).
+func TestRecordLongWalkIntervalsLetTheRuntimeStop(t *testing.T) {
+	requireRecording(t)
+	if !walking(wantAccounting()) {
+		t.Skip("the threads are not walked on this kernel")
+	}
+	pp := groundtruth.Build(t, "pingpong")
+	t.Setenv("WALLPROF_WALK_EVERY", "2s")
+	out := filepath.Join(t.TempDir(), "pp.pb.gz")
+	code, stderr := wallprof(t, "record", "-o", out, "--", pp, "--iters", "100000")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	e := regexp.MustCompile(`elapsed_ns=(\d+)`).FindStringSubmatch(stderr)
+	r := regexp.MustCompile(`recorded ([0-9.]+)s of`).FindStringSubmatch(stderr)
+	if e == nil || r == nil {
+		t.Fatalf("no run time or recording length in:\n%s", stderr)
+	}
+	ran, _ := strconv.ParseFloat(e[1], 64)
+	recorded, _ := strconv.ParseFloat(r[1], 64)
+	// The recording ends at the walker's next wake-up after the command's
+	// exit: at most 3 s later (intervals are drawn up to 1.5 times the mean).
+	if extra := recorded - ran/1e9; extra > 5 {
+		t.Errorf("recorded %.1fs of a %.1fs ping-pong with walks 2 s apart: %.1fs more, want under 5s:\n%s", recorded, ran/1e9, extra, stderr)
+	}
+}
+
 // switchesAndRuns reads the ping-pong's switch rate and run time and
 // wallprof's count of BPF program runs from a recording's stderr.
 func switchesAndRuns(t *testing.T, stderr string) (rate, ns, runs float64) {

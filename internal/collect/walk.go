@@ -135,7 +135,11 @@ func (w *walker) run() {
 	}
 	sleep := linux.SleepUntil
 	if runtime.GOMAXPROCS(0) >= 2 {
-		sleep = linux.SleepUntilHeld
+		sleep = func(t uint64) {
+			for !linux.SleepUntilHeld(t) {
+				runtime.Gosched() // perhaps the runtime's request to stop
+			}
+		}
 	}
 	next := linux.Monotonic()
 	rng := rand.New(rand.NewPCG(next, uint64(os.Getpid())))

@@ -58,18 +58,20 @@ func SleepUntil(t uint64) {
 // takes a P back and wakes sysmon, which polls every 20 µs for a while. A
 // goroutine that sleeps a millisecond a thousand times a second kept sysmon
 // awake: held, it is a goroutine that runs. It must yield now and then
-// (runtime.Gosched) within 10 ms, or sysmon sends it a preemption signal,
-// which ends the sleep early (the sleep resumes). A stop of the world
-// waits for the sleep to end (its signal ends it at once).
-func SleepUntilHeld(t uint64) {
+// (runtime.Gosched) within 10 ms, or sysmon sends it a preemption signal.
+//
+// It returns false when a signal ended the sleep before t: the caller
+// yields (runtime.Gosched), then sleeps again. The signal may be the
+// runtime's request to stop: a stop of the world waits for every P, and
+// sends the request again every 100 µs until the goroutine yields. Slept
+// through, walks 5 s apart held each of the collector's stops for the rest
+// of a sleep while the runtime re-sent its signal: recording a 2-s
+// ping-pong took 51 s and 9.6 s of wallprof's CPU (TestRecordLongWalk...).
+func SleepUntilHeld(t uint64) bool {
 	ts := unix.NsecToTimespec(int64(t))
-	for {
-		_, _, e := unix.RawSyscall6(unix.SYS_CLOCK_NANOSLEEP, unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME,
-			uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
-		if e != unix.EINTR {
-			return
-		}
-	}
+	_, _, e := unix.RawSyscall6(unix.SYS_CLOCK_NANOSLEEP, unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME,
+		uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	return e != unix.EINTR
 }
 
 // TaskIterLink creates the link of a BPF task iterator (progFD, a program
