@@ -560,11 +560,7 @@ func TestRecordCostWithStatsAlreadyOn(t *testing.T) {
 	pp := groundtruth.Build(t, "pingpong")
 	// The programs at each switch: resume mode (a walk runs none).
 	t.Setenv("WALLPROF_ACCOUNTING", "resume")
-	out := filepath.Join(t.TempDir(), "pp.pb.gz")
-	code, stderr := wallprof(t, "record", "-o", out, "--", pp, "--iters", "100000")
-	if code != 0 {
-		t.Fatalf("exit %d:\n%s", code, stderr)
-	}
+	stderr := recordPingPong(t, pp)
 	rate, ns, runs := switchesAndRuns(t, stderr)
 	switches := rate * ns / 1e9
 	// sched_switch and at most a few other programs run per context
@@ -590,10 +586,7 @@ func TestRecordCostWithStatsAlreadyOn(t *testing.T) {
 	if !walking(wantAccounting()) {
 		return
 	}
-	code, stderr = wallprof(t, "record", "-o", out, "--", pp, "--iters", "100000")
-	if code != 0 {
-		t.Fatalf("exit %d:\n%s", code, stderr)
-	}
+	stderr = recordPingPong(t, pp)
 	// The walks' runs go with time (~5,000 a second here: two passes over
 	// two threads 800 times a second), not with the switches: a tenth of a
 	// run per switch of this ping-pong even when it runs slowly (73,000
@@ -617,13 +610,8 @@ func TestRecordLongWalkIntervalsLetTheRuntimeStop(t *testing.T) {
 	if !walking(wantAccounting()) {
 		t.Skip("the threads are not walked on this kernel")
 	}
-	pp := groundtruth.Build(t, "pingpong")
 	t.Setenv("WALLPROF_WALK_EVERY", "2s")
-	out := filepath.Join(t.TempDir(), "pp.pb.gz")
-	code, stderr := wallprof(t, "record", "-o", out, "--", pp, "--iters", "100000")
-	if code != 0 {
-		t.Fatalf("exit %d:\n%s", code, stderr)
-	}
+	stderr := recordPingPong(t, groundtruth.Build(t, "pingpong"))
 	e := regexp.MustCompile(`elapsed_ns=(\d+)`).FindStringSubmatch(stderr)
 	r := regexp.MustCompile(`recorded ([0-9.]+)s of`).FindStringSubmatch(stderr)
 	if e == nil || r == nil {
@@ -636,6 +624,18 @@ func TestRecordLongWalkIntervalsLetTheRuntimeStop(t *testing.T) {
 	if extra := recorded - ran/1e9; extra > 5 {
 		t.Errorf("recorded %.1fs of a %.1fs ping-pong with walks 2 s apart: %.1fs more, want under 5s:\n%s", recorded, ran/1e9, extra, stderr)
 	}
+}
+
+// recordPingPong records 100,000 round trips of the ping-pong pp and
+// returns wallprof's and the ping-pong's stderr.
+func recordPingPong(t *testing.T, pp string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "pp.pb.gz")
+	code, stderr := wallprof(t, "record", "-o", out, "--", pp, "--iters", "100000")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	return stderr
 }
 
 // switchesAndRuns reads the ping-pong's switch rate and run time and

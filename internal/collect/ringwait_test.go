@@ -44,6 +44,19 @@ func ringProducer(t *testing.T, flags int64) (*ebpf.Map, func()) {
 	}
 }
 
+// testRingWait is a ringWait on a new ring buffer, with the function that
+// writes to it (see ringProducer); it is closed with the test.
+func testRingWait(t *testing.T, flags int64) (*ringWait, func()) {
+	t.Helper()
+	ring, produce := ringProducer(t, flags)
+	w := newRingWait(ring)
+	if w == nil {
+		t.Fatal("the ring buffer's file cannot be polled by the Go runtime")
+	}
+	t.Cleanup(w.close)
+	return w, produce
+}
+
 const (
 	rbNoWakeup    = 1 // BPF_RB_NO_WAKEUP
 	rbForceWakeup = 2 // BPF_RB_FORCE_WAKEUP
@@ -70,34 +83,19 @@ func never() bool { return false }
 func TestRingWait(t *testing.T) {
 	requireBPF(t)
 	t.Run("a program's wake-up ends the wait", func(t *testing.T) {
-		ring, produce := ringProducer(t, rbForceWakeup)
-		w := newRingWait(ring)
-		if w == nil {
-			t.Fatal("the ring buffer's file cannot be polled by the Go runtime")
-		}
-		defer w.close()
+		w, produce := testRingWait(t, rbForceWakeup)
 		if d := waitFor(w, 5*time.Second, never, produce); d > 2*time.Second {
 			t.Errorf("waited %v after a forced wake-up, deadline 5s", d)
 		}
 	})
 	t.Run("records without a wake-up wait for the deadline", func(t *testing.T) {
-		ring, produce := ringProducer(t, rbNoWakeup)
-		w := newRingWait(ring)
-		if w == nil {
-			t.Fatal("the ring buffer's file cannot be polled by the Go runtime")
-		}
-		defer w.close()
+		w, produce := testRingWait(t, rbNoWakeup)
 		if d := waitFor(w, 400*time.Millisecond, never, produce); d < 350*time.Millisecond {
 			t.Errorf("returned after %v, before its 400ms deadline, with no wake-up", d)
 		}
 	})
 	t.Run("wake ends the wait", func(t *testing.T) {
-		ring, _ := ringProducer(t, rbNoWakeup)
-		w := newRingWait(ring)
-		if w == nil {
-			t.Fatal("the ring buffer's file cannot be polled by the Go runtime")
-		}
-		defer w.close()
+		w, _ := testRingWait(t, rbNoWakeup)
 		if d := waitFor(w, 5*time.Second, never, w.wake); d > 2*time.Second {
 			t.Errorf("waited %v after wake, deadline 5s", d)
 		}
@@ -112,12 +110,7 @@ func TestRingWait(t *testing.T) {
 		}
 	})
 	t.Run("a full ring ends the wait at once", func(t *testing.T) {
-		ring, _ := ringProducer(t, rbNoWakeup)
-		w := newRingWait(ring)
-		if w == nil {
-			t.Fatal("the ring buffer's file cannot be polled by the Go runtime")
-		}
-		defer w.close()
+		w, _ := testRingWait(t, rbNoWakeup)
 		if d := waitFor(w, 5*time.Second, func() bool { return true }, nil); d > 2*time.Second {
 			t.Errorf("waited %v on a full ring, deadline 5s", d)
 		}
