@@ -17,7 +17,7 @@
 # bench/cmd/timeit; NAME-pin2 runs the workload on CPU 0 and the profiler
 # on CPU 1; NAME-pinned runs the whole command
 # under taskset -c 0, NAME-pinw only the workload), PINGPONG_ITERS (100000),
-# PINGPONG_PINNED_ITERS (1000000), CPUBOUND_ITERS (1000000000), FLOOD_ITERS
+# PINGPONG_PINNED_ITERS (1000000), PINGPONG150K_ITERS (200000), CPUBOUND_ITERS (1000000000), FLOOD_ITERS
 # (400000), COUNT (a perf
 # event, e.g. instructions, counted over every run with perf stat), OUT (a new
 # temp dir).

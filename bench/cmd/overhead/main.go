@@ -66,6 +66,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.workloads, "workloads", envStr("WORKLOADS", "pingpong-pinned,pingpong,cpubound"), "comma-separated workloads (env WORKLOADS)")
 	fs.IntVar(&o.iters.pingpong, "pingpong-iters", envInt("PINGPONG_ITERS", 100000), "unpinned pingpong round trips (env PINGPONG_ITERS)")
 	fs.IntVar(&o.iters.pingpongPinned, "pingpong-pinned-iters", envInt("PINGPONG_PINNED_ITERS", 1000000), "pinned pingpong round trips (env PINGPONG_PINNED_ITERS)")
+	fs.IntVar(&o.iters.pingpong150k, "pingpong150k-iters", envInt("PINGPONG150K_ITERS", pingpong150kN), "pingpong150k round trips (env PINGPONG150K_ITERS; a longer run tells a cost at the start from a steady one)")
 	fs.IntVar(&o.iters.cpubound, "cpubound-iters", envInt("CPUBOUND_ITERS", 1000000000), "cpubound steps (env CPUBOUND_ITERS)")
 	fs.IntVar(&o.iters.flood, "flood-iters", envInt("FLOOD_ITERS", 400000), "flood round trips per pair (env FLOOD_ITERS)")
 	fs.StringVar(&o.count, "count", os.Getenv("COUNT"), "also count this perf `event` (e.g. instructions) over every whole command with perf stat (env COUNT; needs hardware counters for instructions)")

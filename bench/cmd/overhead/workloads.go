@@ -47,7 +47,7 @@ const (
 
 // iterDefaults are the default sizes; pinned ping-pong runs ~10x faster than
 // unpinned (no wake-ups onto an idle vCPU), so it gets more round trips.
-type iterDefaults struct{ pingpong, pingpongPinned, cpubound, flood int }
+type iterDefaults struct{ pingpong, pingpongPinned, pingpong150k, cpubound, flood int }
 
 func parseWorkload(label string, d iterDefaults) (workload, error) {
 	w := workload{Label: label, Bin: label}
@@ -59,7 +59,7 @@ func parseWorkload(label string, d iterDefaults) (workload, error) {
 		w.Bin, w.Pin = b, pinSplit
 	}
 	if w.Bin == pingpong150k {
-		w.Bin, w.Work, w.Iters = "pingpong", pingpongWork, pingpong150kN
+		w.Bin, w.Work, w.Iters = "pingpong", pingpongWork, d.pingpong150k
 		return w, nil
 	}
 	switch {
