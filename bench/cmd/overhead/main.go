@@ -70,7 +70,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.iters.cpubound, "cpubound-iters", envInt("CPUBOUND_ITERS", 1000000000), "cpubound steps (env CPUBOUND_ITERS)")
 	fs.IntVar(&o.iters.flood, "flood-iters", envInt("FLOOD_ITERS", 400000), "flood round trips per pair (env FLOOD_ITERS)")
 	fs.StringVar(&o.count, "count", os.Getenv("COUNT"), "also count this perf `event` (e.g. instructions) over every whole command with perf stat (env COUNT; needs hardware counters for instructions)")
-	fs.StringVar(&o.report, "report", "", "print the tables of an earlier `results.csv` and exit")
+	fs.StringVar(&o.report, "report", "", "print the tables of an earlier `results.csv` and exit (several, comma-separated: pooled, rounds paired within each)")
 	fs.BoolVar(&o.markdown, "markdown", false, "with -report: as Markdown tables")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

@@ -20,6 +20,7 @@ import (
 type result struct {
 	Config, Workload string
 	Round            int
+	Run              int            // in a pooled report, which results.csv (rounds pair within one)
 	W                workloadReport // the workload's own report
 	Count            float64        // with COUNT: the event's count over the whole command, 0 if not counted
 	CmdWall          time.Duration  // launch of the outermost process to its exit

@@ -44,16 +44,7 @@ func fmtDur(s float64) string {
 // as a slowdown: steadier than the ratio of medians when the machine drifts
 // from round to round.
 func fmtPaired(rs, base []result, f func(result) float64) string {
-	byRound := map[int]float64{}
-	for _, b := range base {
-		byRound[b.Round] = f(b)
-	}
-	var ratios []float64
-	for _, r := range rs {
-		if b := byRound[r.Round]; b > 0 {
-			ratios = append(ratios, f(r)/b)
-		}
-	}
+	ratios := pairRatios(rs, base, f)
 	if len(ratios) == 0 {
 		return "-"
 	}
@@ -128,6 +119,8 @@ func printTables(w io.Writer, workloads []string, configs []config, results []re
 	writeTable(w, target, markdown)
 	fmt.Fprintln(w)
 	writeTable(w, tool, markdown)
+	fmt.Fprintln(w)
+	printPaired(w, workloads, configs, results, markdown)
 }
 
 func writeTable(w io.Writer, rows [][]string, markdown bool) {
@@ -309,11 +302,20 @@ func readCSV(path string) ([]result, error) {
 	return out, nil
 }
 
-// reprint prints the tables of a results.csv, in the order its rows appear.
-func reprint(w io.Writer, path string, markdown bool) error {
-	rs, err := readCSV(path)
-	if err != nil {
-		return err
+// reprint prints the tables of one results.csv, or of several pooled
+// (paths separated by commas: each run's rounds pair among themselves), in
+// the order their rows appear.
+func reprint(w io.Writer, paths string, markdown bool) error {
+	var rs []result
+	for i, path := range strings.Split(paths, ",") {
+		one, err := readCSV(strings.TrimSpace(path))
+		if err != nil {
+			return err
+		}
+		for j := range one {
+			one[j].Run = i
+		}
+		rs = append(rs, one...)
 	}
 	var workloads []string
 	var configs []config
