@@ -626,6 +626,35 @@ func TestRecordLongWalkIntervalsLetTheRuntimeStop(t *testing.T) {
 	}
 }
 
+// The end of the command ends the recording at once, however far apart the
+// walks: the walker's sleep is interrupted. Slept out, walks 20 s apart
+// (drawn 10 to 30 s) kept the recording going 10 s or more past the
+// ping-pong's exit, as at -F 1 on a process of many threads (walks up to a
+// sampling period apart), where a Ctrl-C waited out the sleep.
+func TestRecordStopsAtOnceBetweenLongWalks(t *testing.T) {
+	requireRecording(t)
+	if !walking(wantAccounting()) {
+		t.Skip("the threads are not walked on this kernel")
+	}
+	t.Setenv("WALLPROF_WALK_EVERY", "20s")
+	start := time.Now()
+	stderr := recordPingPong(t, groundtruth.Build(t, "pingpong"))
+	took := time.Since(start)
+	e := regexp.MustCompile(`elapsed_ns=(\d+)`).FindStringSubmatch(stderr)
+	r := regexp.MustCompile(`recorded ([0-9.]+)s of`).FindStringSubmatch(stderr)
+	if e == nil || r == nil {
+		t.Fatalf("no run time or recording length in:\n%s", stderr)
+	}
+	ran, _ := strconv.ParseFloat(e[1], 64)
+	recorded, _ := strconv.ParseFloat(r[1], 64)
+	if extra := recorded - ran/1e9; extra > 3 {
+		t.Errorf("recorded %.1fs of a %.1fs ping-pong with walks 20 s apart: %.1fs more, want under 3s:\n%s", recorded, ran/1e9, extra, stderr)
+	}
+	if took > 10*time.Second {
+		t.Errorf("wallprof record took %v for a %.1fs ping-pong, want under 10s", took.Round(time.Millisecond), ran/1e9)
+	}
+}
+
 // recordPingPong records 100,000 round trips of the ping-pong pp and
 // returns wallprof's and the ping-pong's stderr.
 func recordPingPong(t *testing.T, pp string) string {

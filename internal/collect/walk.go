@@ -9,10 +9,12 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 
 	"github.com/wallprof/wallprof/internal/collect/bpf"
 	"github.com/wallprof/wallprof/internal/linux"
@@ -56,6 +58,7 @@ type walker struct {
 	dead    map[uint32]int
 	period  time.Duration
 	quit    chan struct{}
+	tid     atomic.Int32 // the walking thread's, for halt to cut its sleep short
 	done    chan struct{}
 	once    sync.Once
 	mu      sync.Mutex // one walk at a time (the goroutine's and stop's)
@@ -133,12 +136,20 @@ func (w *walker) run() {
 	if runtime.GOMAXPROCS(0) < 2 && os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(2)
 	}
-	sleep := linux.SleepUntil
+	sleepOnce := linux.SleepUntil
 	if runtime.GOMAXPROCS(0) >= 2 {
-		sleep = func(t uint64) {
-			for !linux.SleepUntilHeld(t) {
-				runtime.Gosched() // perhaps the runtime's request to stop
+		sleepOnce = linux.SleepUntilHeld
+	}
+	// A signal ends a sleep early: the runtime's request to stop (yield,
+	// then sleep on), or halt's (return at once: a stop does not wait out
+	// an interval that can last a sampling period, a second at -F 1).
+	w.tid.Store(int32(unix.Gettid()))
+	sleep := func(t uint64) {
+		for !sleepOnce(t) {
+			if w.quitting() {
+				return
 			}
+			runtime.Gosched() // perhaps the runtime's request to stop
 		}
 	}
 	next := linux.Monotonic()
@@ -527,8 +538,8 @@ func (w *walker) stop() error {
 	return err
 }
 
-// halt ends the periodic walks and waits for the goroutine (at most a
-// period: it checks between walks).
+// halt ends the periodic walks and waits for the goroutine, whose sleep
+// it interrupts (it checks quit when it wakes, and between walks).
 func (w *walker) halt() {
 	w.once.Do(func() {
 		if w.timer != nil {
@@ -536,8 +547,31 @@ func (w *walker) halt() {
 			return
 		}
 		close(w.quit)
-		<-w.done
+		// The walker checks quit when it wakes; wake it. Again every
+		// millisecond: a signal that came before it went to sleep ended
+		// no sleep.
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			if tid := w.tid.Load(); tid != 0 {
+				_ = linux.Interrupt(int(tid))
+			}
+			select {
+			case <-w.done:
+				return
+			case <-tick.C:
+			}
+		}
 	})
+}
+
+func (w *walker) quitting() bool {
+	select {
+	case <-w.quit:
+		return true
+	default:
+		return false
+	}
 }
 
 // close halts the walks and detaches the iterators.

@@ -1,6 +1,7 @@
 package linux
 
 import (
+	"os"
 	"runtime"
 	"time"
 	"unsafe"
@@ -40,15 +41,18 @@ const promptSlice = 100 * time.Microsecond
 
 // SleepUntil blocks the calling thread until CLOCK_MONOTONIC reads t
 // (nanoseconds, as Monotonic), in the kernel: the thread is woken by its
-// own timer, not by the Go runtime's.
-func SleepUntil(t uint64) {
+// own timer, not by the Go runtime's. It returns false when a signal ended
+// the sleep before t (the caller decides whether to sleep again).
+func SleepUntil(t uint64) bool {
 	ts := unix.NsecToTimespec(int64(t))
-	for {
-		err := unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil)
-		if err != unix.EINTR {
-			return
-		}
-	}
+	return unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil) != unix.EINTR
+}
+
+// Interrupt ends a sleep of thread tid of this process (SleepUntil,
+// SleepUntilHeld) early: it sends the signal the Go runtime's preemption
+// uses, which every Go thread handles and otherwise ignores.
+func Interrupt(tid int) error {
+	return unix.Tgkill(os.Getpid(), tid, unix.SIGURG)
 }
 
 // SleepUntilHeld is SleepUntil without telling the Go runtime: the
