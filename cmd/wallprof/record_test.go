@@ -606,23 +606,9 @@ func TestRecordCostWithStatsAlreadyOn(t *testing.T) {
 // CPU. Long intervals are what low rates and processes of many threads
 // give (a walk of N threads comes N/64 times less often).
 func TestRecordLongWalkIntervalsLetTheRuntimeStop(t *testing.T) {
-	requireRecording(t)
-	if !walking(wantAccounting()) {
-		t.Skip("the threads are not walked on this kernel")
-	}
-	t.Setenv("WALLPROF_WALK_EVERY", "2s")
-	stderr := recordPingPong(t, groundtruth.Build(t, "pingpong"))
-	e := regexp.MustCompile(`elapsed_ns=(\d+)`).FindStringSubmatch(stderr)
-	r := regexp.MustCompile(`recorded ([0-9.]+)s of`).FindStringSubmatch(stderr)
-	if e == nil || r == nil {
-		t.Fatalf("no run time or recording length in:\n%s", stderr)
-	}
-	ran, _ := strconv.ParseFloat(e[1], 64)
-	recorded, _ := strconv.ParseFloat(r[1], 64)
-	// The recording ends at the walker's next wake-up after the command's
-	// exit: at most 3 s later (intervals are drawn up to 1.5 times the mean).
-	if extra := recorded - ran/1e9; extra > 5 {
-		t.Errorf("recorded %.1fs of a %.1fs ping-pong with walks 2 s apart: %.1fs more, want under 5s:\n%s", recorded, ran/1e9, extra, stderr)
+	stderr, ran, recorded, _ := recordPingPongWalkingEvery(t, "2s")
+	if extra := recorded - ran; extra > 5 {
+		t.Errorf("recorded %.1fs of a %.1fs ping-pong with walks 2 s apart: %.1fs more, want under 5s:\n%s", recorded, ran, extra, stderr)
 	}
 }
 
@@ -632,27 +618,36 @@ func TestRecordLongWalkIntervalsLetTheRuntimeStop(t *testing.T) {
 // ping-pong's exit, as at -F 1 on a process of many threads (walks up to a
 // sampling period apart), where a Ctrl-C waited out the sleep.
 func TestRecordStopsAtOnceBetweenLongWalks(t *testing.T) {
+	stderr, ran, recorded, took := recordPingPongWalkingEvery(t, "20s")
+	if extra := recorded - ran; extra > 3 {
+		t.Errorf("recorded %.1fs of a %.1fs ping-pong with walks 20 s apart: %.1fs more, want under 3s:\n%s", recorded, ran, extra, stderr)
+	}
+	if took > 10*time.Second {
+		t.Errorf("wallprof record took %v for a %.1fs ping-pong, want under 10s", took.Round(time.Millisecond), ran)
+	}
+}
+
+// recordPingPongWalkingEvery records the ping-pong with walks every apart
+// (WALLPROF_WALK_EVERY) and returns wallprof's stderr, the ping-pong's run
+// time and the recording's length (seconds), and how long the command took.
+func recordPingPongWalkingEvery(t *testing.T, every string) (stderr string, ran, recorded float64, took time.Duration) {
+	t.Helper()
 	requireRecording(t)
 	if !walking(wantAccounting()) {
 		t.Skip("the threads are not walked on this kernel")
 	}
-	t.Setenv("WALLPROF_WALK_EVERY", "20s")
+	t.Setenv("WALLPROF_WALK_EVERY", every)
 	start := time.Now()
-	stderr := recordPingPong(t, groundtruth.Build(t, "pingpong"))
-	took := time.Since(start)
+	stderr = recordPingPong(t, groundtruth.Build(t, "pingpong"))
+	took = time.Since(start)
 	e := regexp.MustCompile(`elapsed_ns=(\d+)`).FindStringSubmatch(stderr)
 	r := regexp.MustCompile(`recorded ([0-9.]+)s of`).FindStringSubmatch(stderr)
 	if e == nil || r == nil {
 		t.Fatalf("no run time or recording length in:\n%s", stderr)
 	}
-	ran, _ := strconv.ParseFloat(e[1], 64)
-	recorded, _ := strconv.ParseFloat(r[1], 64)
-	if extra := recorded - ran/1e9; extra > 3 {
-		t.Errorf("recorded %.1fs of a %.1fs ping-pong with walks 20 s apart: %.1fs more, want under 3s:\n%s", recorded, ran/1e9, extra, stderr)
-	}
-	if took > 10*time.Second {
-		t.Errorf("wallprof record took %v for a %.1fs ping-pong, want under 10s", took.Round(time.Millisecond), ran/1e9)
-	}
+	ns, _ := strconv.ParseFloat(e[1], 64)
+	recorded, _ = strconv.ParseFloat(r[1], 64)
+	return stderr, ns / 1e9, recorded, took
 }
 
 // recordPingPong records 100,000 round trips of the ping-pong pp and
