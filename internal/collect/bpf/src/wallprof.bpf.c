@@ -1092,6 +1092,37 @@ static __always_inline long unw_read(u64 *dst, u64 addr, struct task_struct *tas
 	return bpf_probe_read_user(dst, 8, (void *)addr);
 }
 
+/* unw_win_hit takes the word at addr from fr's window if it holds it;
+ * otherwise it empties the window (the caller reads a new one). */
+static __always_inline bool unw_win_hit(struct unw_frames *fr, u64 addr, u64 *dst)
+{
+	u64 off = addr - fr->win_base;
+	if (addr >= fr->win_base && off <= UNW_WIN - 8 && off + 8 <= fr->win_len) {
+		*dst = *(u64 *)(fr->win + off);
+		return true;
+	}
+	fr->win_len = 0;
+	return false;
+}
+
+/* unw_win_short is the window's length where the whole one could not be
+ * read: up to the end of addr's page, 0 if that is under a word or not
+ * shorter. */
+static __always_inline u64 unw_win_short(u64 addr)
+{
+	u64 len = 4096 - (addr & 4095);
+	return len >= UNW_WIN || len < 8 ? 0 : len;
+}
+
+/* unw_win_moved records the window just read at addr (len bytes) and takes
+ * its first word. */
+static __always_inline void unw_win_moved(struct unw_frames *fr, u64 addr, u64 len, u64 *dst)
+{
+	fr->win_base = addr;
+	fr->win_len = len;
+	*dst = *(u64 *)fr->win;
+}
+
 /* unw_win_read reads the 8 bytes of the current thread's user memory at
  * addr through fr's window (see struct unw_frames), which it moves to addr
  * when they lie outside it; 0 or a negative errno. Where the window's
@@ -1102,22 +1133,16 @@ __attribute__((noinline)) int unw_win_read(struct unw_frames *fr, u64 addr, u64 
 {
 	if (!fr || !dst)
 		return -14; /* EFAULT */
-	u64 off = addr - fr->win_base;
-	if (addr >= fr->win_base && off <= UNW_WIN - 8 && off + 8 <= fr->win_len) {
-		*dst = *(u64 *)(fr->win + off);
+	if (unw_win_hit(fr, addr, dst))
 		return 0;
-	}
-	fr->win_len = 0;
 	u64 len = UNW_WIN;
 	if (bpf_probe_read_user(fr->win, UNW_WIN, (void *)addr)) {
-		len = 4096 - (addr & 4095);
+		len = unw_win_short(addr);
 		/* Within one page the word itself cannot be read. */
-		if (len >= UNW_WIN || len < 8 || bpf_probe_read_user(fr->win, len, (void *)addr))
+		if (!len || bpf_probe_read_user(fr->win, len, (void *)addr))
 			return bpf_probe_read_user(dst, 8, (void *)addr);
 	}
-	fr->win_base = addr;
-	fr->win_len = len;
-	*dst = *(u64 *)fr->win;
+	unw_win_moved(fr, addr, len, dst);
 	return 0;
 }
 
@@ -1131,21 +1156,15 @@ static __attribute__((noinline)) int unw_win_read_task(struct unw_frames *fr, u6
 {
 	if (!fr || !dst || !task)
 		return -14; /* EFAULT */
-	u64 off = addr - fr->win_base;
-	if (addr >= fr->win_base && off <= UNW_WIN - 8 && off + 8 <= fr->win_len) {
-		*dst = *(u64 *)(fr->win + off);
+	if (unw_win_hit(fr, addr, dst))
 		return 0;
-	}
-	fr->win_len = 0;
 	u64 len = UNW_WIN;
 	if (bpf_copy_from_user_task(fr->win, UNW_WIN, (void *)addr, task, 0)) {
-		len = 4096 - (addr & 4095);
-		if (len >= UNW_WIN || len < 8 || bpf_copy_from_user_task(fr->win, len, (void *)addr, task, 0))
+		len = unw_win_short(addr);
+		if (!len || bpf_copy_from_user_task(fr->win, len, (void *)addr, task, 0))
 			return bpf_copy_from_user_task(dst, 8, (void *)addr, task, 0);
 	}
-	fr->win_base = addr;
-	fr->win_len = len;
-	*dst = *(u64 *)fr->win;
+	unw_win_moved(fr, addr, len, dst);
 	return 0;
 }
 
